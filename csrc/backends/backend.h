@@ -1,0 +1,90 @@
+// The interface every backend implements: the only thing the executor (and so
+// the network code) knows about a device.
+//
+// Life cycle, for a network of Steps (net/network.h):
+//   prepare(step)                 once per engine: weights into the backend's memory and layout;
+//   kernel(step, consts, cap)     once per plan: descriptors, algorithms, scratch for `cap` images;
+//   stream(cap)                   once per plan: the per-plan execution context;
+//   Stream::forward(...)          per call: nothing is allocated or planned there.
+// A plan (kernels + buffers + stream) is used by one thread at a time; the
+// executor keeps a pool of them, so a backend needs no locking of its own.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "../net/network.h"
+
+namespace lenet {
+
+// How a backend stores activations. NHWC is the canonical layout of network.h.
+enum class Layout { nhwc, nchw };
+
+// Memory owned by a backend (host memory for the CPU, device memory for CUDA).
+using Buffer = std::unique_ptr<float, std::function<void(float*)>>;
+
+// A Step's constants (weights, bias) as the backend keeps them.
+struct StepConstants {
+    virtual ~StepConstants() = default;
+};
+
+// One Step, planned for a fixed batch capacity.
+class Kernel {
+public:
+    virtual ~Kernel() = default;
+    // x, y: backend memory holding n <= capacity images in the backend's layout.
+    // x and y never alias. Must not allocate, plan or block.
+    virtual void run(const float* x, float* y, int n) = 0;
+};
+
+// Runs the layers of one plan for one call. `layers(in, out, n)` launches every
+// kernel from backend memory `in` to backend memory `out`.
+using LayerWalk = std::function<void(const float* in, float* out, int n)>;
+
+class Stream {
+public:
+    virtual ~Stream() = default;
+    // x_host: n images in the backend's layout; y_host: n x classes probabilities.
+    // Returns when y_host is written. A CPU stream runs `layers` on the host pointers
+    // directly; a GPU stream stages through pinned memory and may capture the whole
+    // walk (copies included) once and replay it.
+    virtual void forward(const float* x_host, float* y_host, int n, const LayerWalk& layers) = 0;
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;          // "cpu", "cuda"
+    virtual std::string description() const = 0;   // e.g. "CPU, OpenBLAS 0.3.x, 2 threads"
+    virtual Layout layout() const = 0;
+    // The largest batch one plan runs; the executor splits bigger calls.
+    virtual int max_batch() const = 0;
+    // The capacity of the plan used for n <= max_batch() images.
+    virtual int plan_capacity(int n) const = 0;
+    // How many plans may usefully run at the same time.
+    virtual int parallelism() const = 0;
+
+    virtual std::shared_ptr<const StepConstants> prepare(const Step& step) = 0;
+    virtual std::unique_ptr<Kernel> kernel(const Step& step, const StepConstants* constants, int capacity) = 0;
+    virtual Buffer alloc(size_t floats) = 0;
+    virtual std::unique_ptr<Stream> stream(int capacity) = 0;
+};
+
+// Options every backend factory receives.
+struct BackendOptions {
+    int threads = 1;          // CPU worker threads
+    bool allow_tf32 = false;  // CUDA: permit TF32 tensor-core math
+};
+
+using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;
+
+// The backend registry: "cpu" is always there; "cuda" is added by the _cuda
+// module when it is imported. make_backend throws InputError for an unknown name,
+// and CudaError for "cuda" when it is not registered.
+void register_backend(const std::string& name, BackendFactory factory);
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options);
+bool backend_registered(const std::string& name);
+
+}  // namespace lenet

@@ -1,0 +1,81 @@
+// The CPU backend: host memory, NHWC, OpenBLAS single-threaded inside each
+// kernel. Parallelism comes from the executor running one plan per thread on
+// its share of the batch, so BLAS threads and ours never multiply.
+#include <cstdlib>
+#include <mutex>
+#include <new>
+
+#include "../../net/errors.h"
+#include "blas.h"
+#include "cpu_backend.h"
+#include "ops.h"
+
+namespace lenet::cpu {
+namespace {
+
+// Largest batch one plan runs: keeps the activations of a plan within cache-sized
+// buffers; bigger calls are run as several chunks.
+constexpr int kMaxBatch = 64;
+
+class HostStream : public Stream {
+public:
+    void forward(const float* x, float* y, int n, const LayerWalk& layers) override { layers(x, y, n); }
+};
+
+class CpuBackend : public Backend {
+public:
+    explicit CpuBackend(const BackendOptions& options) : threads_(std::max(1, options.threads)) {
+        // BLAS runs inside our own threads: one BLAS thread each.
+        static std::once_flag once;
+        std::call_once(once, [] { blas::set_threads(1); });
+    }
+
+    std::string name() const override { return "cpu"; }
+    std::string description() const override {
+        return "CPU, " + std::to_string(threads_) + " thread" + (threads_ > 1 ? "s" : "") + ", " + blas::config();
+    }
+    Layout layout() const override { return Layout::nhwc; }
+    int max_batch() const override { return kMaxBatch; }
+    int plan_capacity(int n) const override {
+        // Kernels run any n <= capacity: round up so a few plans serve every batch size.
+        int c = 1;
+        while (c < n) c *= 2;
+        return std::min(c, kMaxBatch);
+    }
+    int parallelism() const override { return threads_; }
+
+    // Nothing to convert or upload: kernels use the Step's canonical weights.
+    std::shared_ptr<const StepConstants> prepare(const Step&) override { return nullptr; }
+
+    std::unique_ptr<Kernel> kernel(const Step& step, const StepConstants*, int capacity) override {
+        switch (step.op) {
+            case OpKind::conv2d: return make_conv2d(step, capacity);
+            case OpKind::dense: return make_dense(step);
+            case OpKind::max_pool2d:
+            case OpKind::avg_pool2d: return make_pool2d(step);
+            default: return make_elementwise(step);
+        }
+    }
+
+    Buffer alloc(size_t floats) override {
+        const size_t bytes = ((floats * sizeof(float) + 63) / 64) * 64;
+        void* p = std::aligned_alloc(64, bytes ? bytes : 64);
+        if (!p) throw std::bad_alloc();
+        return Buffer(static_cast<float*>(p), [](float* q) { std::free(q); });
+    }
+
+    std::unique_ptr<Stream> stream(int) override { return std::make_unique<HostStream>(); }
+
+private:
+    int threads_;
+};
+
+}  // namespace
+
+std::string blas_info() { return blas::config(); }
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
+    return std::make_unique<CpuBackend>(options);
+}
+
+}  // namespace lenet::cpu

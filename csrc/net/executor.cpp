@@ -1,0 +1,120 @@
+#include "executor.h"
+
+#include <algorithm>
+
+#include "errors.h"
+#include "layout.h"
+
+namespace lenet {
+
+struct Executor::Plan {
+    int capacity = 0;
+    std::vector<std::unique_ptr<Kernel>> kernels;
+    Buffer ping, pong;                 // activations between steps
+    std::unique_ptr<Stream> stream;
+    std::vector<float> transposed;     // host input in the backend's layout, when it differs
+};
+
+Executor::Executor(std::shared_ptr<const Network> network, std::unique_ptr<Backend> backend, int threads)
+    : network_(std::move(network)), backend_(std::move(backend)), threads_(std::max(1, threads)) {
+    for (const Step& s : network_->steps()) constants_.push_back(backend_->prepare(s));
+    const Dims in = network_->input();
+    const bool model_nchw = network_->input_format() == DataFormat::channels_first;
+    transpose_input_ = in.c > 1 && model_nchw != (backend_->layout() == Layout::nchw);
+    const int workers = std::min(threads_, backend_->parallelism()) - 1;
+    if (workers > 0) pool_ = std::make_unique<ThreadPool>(workers);
+}
+
+Executor::~Executor() = default;
+
+std::unique_ptr<Executor::Plan> Executor::make_plan(int capacity) {
+    auto plan = std::make_unique<Plan>();
+    plan->capacity = capacity;
+    const auto& steps = network_->steps();
+    int64_t largest = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+        plan->kernels.push_back(backend_->kernel(steps[i], constants_[i].get(), capacity));
+        if (i + 1 < steps.size()) largest = std::max(largest, steps[i].out.size());
+    }
+    if (largest > 0) {
+        plan->ping = backend_->alloc(size_t(largest) * capacity);
+        if (steps.size() > 2) plan->pong = backend_->alloc(size_t(largest) * capacity);
+    }
+    plan->stream = backend_->stream(capacity);
+    if (transpose_input_) plan->transposed.resize(size_t(network_->input().size()) * capacity);
+    return plan;
+}
+
+std::unique_ptr<Executor::Plan> Executor::acquire(int capacity) {
+    {
+        std::lock_guard<std::mutex> lock(plans_mutex_);
+        auto& free = free_plans_[capacity];
+        if (!free.empty()) {
+            auto plan = std::move(free.back());
+            free.pop_back();
+            return plan;
+        }
+    }
+    return make_plan(capacity);
+}
+
+void Executor::release(std::unique_ptr<Plan> plan) {
+    std::lock_guard<std::mutex> lock(plans_mutex_);
+    free_plans_[plan->capacity].push_back(std::move(plan));
+}
+
+void Executor::run_chunk(Plan& plan, const float* x, float* y, int n) {
+    const Dims in = network_->input();
+    if (transpose_input_) {
+        float* t = plan.transposed.data();
+        if (backend_->layout() == Layout::nhwc)
+            nchw_to_nhwc(x, t, n, in);
+        else
+            nhwc_to_nchw(x, t, n, in);
+        x = t;
+    }
+    // The walk: step i reads what step i-1 wrote; ping-pong between two buffers,
+    // the first step reading the input and the last writing the output.
+    const size_t last = plan.kernels.size() - 1;
+    plan.stream->forward(x, y, n, [&plan, last](const float* src, float* dst, int m) {
+        float* bufs[2] = {plan.ping.get(), plan.pong.get()};
+        const float* cur = src;
+        for (size_t i = 0; i <= last; ++i) {
+            float* out = i == last ? dst : bufs[i % 2];
+            plan.kernels[i]->run(cur, out, m);
+            cur = out;
+        }
+    });
+}
+
+void Executor::run(const float* x, float* y, int64_t n) {
+    if (n < 0) throw InputError("negative batch size " + std::to_string(n));
+    if (n == 0) return;
+    const int64_t in_size = network_->input().size();
+    const int classes = network_->classes();
+    const int tasks = int(std::min<int64_t>(n, pool_ ? pool_->workers() + 1 : 1));
+    const int64_t per_task = (n + tasks - 1) / tasks;
+
+    auto work = [&](int t) {
+        const int64_t begin = t * per_task, end = std::min(n, begin + per_task);
+        if (begin >= end) return;
+        const int capacity = backend_->plan_capacity(int(std::min<int64_t>(end - begin, backend_->max_batch())));
+        std::unique_ptr<Plan> plan = acquire(capacity);
+        try {
+            for (int64_t b = begin; b < end; b += capacity) {
+                const int m = int(std::min<int64_t>(capacity, end - b));
+                run_chunk(*plan, x + b * in_size, y + b * classes, m);
+            }
+        } catch (...) {
+            release(std::move(plan));
+            throw;
+        }
+        release(std::move(plan));
+    };
+    if (tasks == 1)
+        work(0);
+    else
+        pool_->parallel_for(tasks, work);
+}
+
+}  // namespace lenet

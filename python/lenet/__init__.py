@@ -1,0 +1,40 @@
+"""lenet: a LeNet inference engine for Keras HDF5 models.
+
+    >>> import lenet
+    >>> r = lenet.infer("digit.png")        # shipped default weights, best device
+    >>> r.digit, r.probabilities
+    >>> eng = lenet.Engine("model.h5", device="cpu", threads=2)
+    >>> eng.predict_proba(x)                 # ready float32 batch -> (n, classes)
+"""
+
+from ._native import _core
+from .engine import (DEFAULT_MODEL, Engine, Model, Result, cuda_available, cuda_built, default_threads, infer,
+                     load)
+from .errors import CudaError, Error, InputError, ModelError, ModelFileError, UnsupportedModelError
+from .model_file import SHIPPED_MODELS, shipped_weights
+
+__version__ = _core.__version__
+
+
+def info() -> dict:
+    """Version, backends built and usable, and the libraries they run on."""
+    from . import _native
+
+    out = {
+        "version": __version__,
+        "backends_built": ["cpu"] + (["cuda"] if cuda_built() else []),
+        "cuda_available": cuda_available(),
+        "cpu_blas": _core.blas_config(),
+    }
+    if _native.cuda_module is not None:
+        out.update(_native.cuda_module.info())
+    elif cuda_built():
+        out["cuda_error"] = _native.cuda_missing_reason
+    return out
+
+
+__all__ = [
+    "DEFAULT_MODEL", "SHIPPED_MODELS", "Engine", "Model", "Result", "infer", "load", "info", "shipped_weights",
+    "cuda_available", "cuda_built", "default_threads",
+    "Error", "ModelError", "ModelFileError", "UnsupportedModelError", "InputError", "CudaError",
+]

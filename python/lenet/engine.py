@@ -1,0 +1,269 @@
+"""The user's surface: load a model, build an Engine on a device, classify images."""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from . import _native
+from ._native import _core
+from .errors import CudaError, InputError
+from .model_file import SHIPPED_MODELS, load_spec, shipped_weights
+from .preprocess import to_batch
+from .spec import ModelSpec
+
+DEFAULT_MODEL = "lenet5"
+# Pixel scale assumed for a file that does not record one (lenet_input_scale) and
+# does not start with a Rescaling layer: Keras MNIST models are almost always
+# trained on x / 255.
+DEFAULT_INPUT_SCALE = 1.0 / 255.0
+
+
+@dataclass(frozen=True)
+class Result:
+    """One classified image."""
+
+    digit: int                  # the most probable class
+    probabilities: np.ndarray   # float32 (classes,), sums to 1
+    source: str = ""            # the path, "<bytes>", "<array>[i]", ...
+
+    @property
+    def confidence(self) -> float:
+        return float(self.probabilities[self.digit])
+
+    def top(self, k: int = 3) -> list[tuple[int, float]]:
+        """The k most probable classes as (class, probability), best first."""
+        order = np.argsort(-self.probabilities, kind="stable")[:k]
+        return [(int(i), float(self.probabilities[i])) for i in order]
+
+    def __repr__(self) -> str:
+        return f"Result(digit={self.digit}, confidence={self.confidence:.4f}, source={self.source!r})"
+
+
+class Model:
+    """A loaded, checked model: the file's layers with their shapes and weights.
+
+    Immutable; several Engines (on different devices) may share one.
+    """
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+        self._network = _core.Network(_to_core_layers(spec), spec.input_shape,
+                                       getattr(_core.DataFormat, spec.data_format), spec.source)
+
+    @property
+    def source(self) -> str:
+        return self.spec.source
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """(H, W, C) of one image, whatever the data format."""
+        return tuple(self.spec.input_shape)
+
+    @property
+    def channels_first(self) -> bool:
+        return self.spec.data_format == "channels_first"
+
+    @property
+    def classes(self) -> int:
+        return self._network.classes
+
+    @property
+    def input_scale(self) -> float:
+        """The factor applied to 0..255 pixels before the network: the file's
+        ``lenet_input_scale``, 1.0 when the model starts with a Rescaling layer,
+        else 1/255."""
+        if self.spec.input_scale is not None:
+            return float(self.spec.input_scale)
+        if self.spec.layers and self.spec.layers[0].kind == "rescaling":
+            return 1.0
+        return DEFAULT_INPUT_SCALE
+
+    def summary(self) -> str:
+        rows = self._network.layers()
+        lines = [f"Model {self.spec.name or '?'} from {self.source}",
+                 f"input {self.input_shape} (H, W, C), {self.spec.data_format}, pixels x {self.input_scale:g}"]
+        width = max([len(f"{n} ({c})") for n, c, _, _ in rows] + [10])
+        lines.append(f"{'layer':<{width}}  {'output shape':<16}{'params':>10}")
+        for name, cls, shape, params in rows:
+            lines.append(f"{name + ' (' + cls + ')':<{width}}  {str(shape):<16}{params:>10,}")
+        lines.append(f"total parameters: {self._network.params:,}")
+        if self._network.softmax_appended:
+            lines.append("the model outputs logits: the engine applies softmax")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"Model({self.spec.name!r}, source={self.source!r}, input={self.input_shape}, classes={self.classes})"
+
+
+def _to_core_layers(spec: ModelSpec) -> list:
+    out = []
+    for l in spec.layers:
+        c = _core.LayerSpec()
+        c.kind = getattr(_core.LayerKind, l.kind)
+        c.name, c.keras_class = l.name, l.keras_class
+        c.kernel, c.strides = tuple(l.kernel), tuple(l.strides)
+        c.same_padding = l.padding == "same"
+        c.filters, c.units = int(l.filters), int(l.units)
+        c.activation = getattr(_core.Act, l.activation)
+        c.pad = tuple(l.pad)
+        c.scale, c.offset = float(l.scale), float(l.offset)
+        c.flatten_order = getattr(_core.FlattenOrder, l.flatten_order)
+        if l.weights is not None:
+            c.set_weights(l.weights)
+        if l.bias is not None:
+            c.set_bias(l.bias)
+        out.append(c)
+    return out
+
+
+def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None) -> Model:
+    """Loads and checks a Keras HDF5 model.
+
+    ``path``: a full-model ``.h5`` (Keras 2 or 3), or a weights-only file together
+    with ``arch`` (a Keras JSON file or string, or a shipped model name). ``None``
+    or a shipped name ("lenet5", "lenet-keras", "lenet-tf") loads shipped weights.
+    Raises ModelFileError or UnsupportedModelError.
+    """
+    if path is None:
+        path = DEFAULT_MODEL
+    if isinstance(path, str) and path in SHIPPED_MODELS and not Path(path).exists():
+        path = shipped_weights(path)
+    return Model(load_spec(path, arch=arch))
+
+
+# --- devices -----------------------------------------------------------------
+
+def cuda_built() -> bool:
+    """Whether this installation includes the CUDA backend module."""
+    return _native.cuda_module is not None or "cannot be loaded" in _native.cuda_missing_reason
+
+
+def cuda_available() -> bool:
+    """Whether ``device="cuda"`` can run here (backend loaded and a GPU present). Never raises."""
+    try:
+        return _native.cuda_module is not None and bool(_native.cuda_module.device_count() > 0)
+    except Exception:
+        return False
+
+
+def _cuda_unavailable_reason() -> str:
+    if _native.cuda_module is None:
+        return _native.cuda_missing_reason
+    try:
+        return _native.cuda_module.unavailable_reason() or "no CUDA device"
+    except Exception as e:  # pragma: no cover - defensive: cuda_available() must not raise
+        return str(e)
+
+
+_auto_warned = False
+
+
+def _resolve_device(device: str) -> str:
+    global _auto_warned
+    if device not in ("auto", "cpu", "cuda"):
+        raise InputError(f"unknown device {device!r} (expected 'auto', 'cpu' or 'cuda')")
+    if device == "cuda" and not cuda_available():
+        raise CudaError(f"device='cuda' requested but CUDA is not usable: {_cuda_unavailable_reason()}")
+    if device == "auto":
+        if cuda_available():
+            return "cuda"
+        if not _auto_warned and cuda_built():
+            warnings.warn(f"lenet: using the CPU ({_cuda_unavailable_reason()})", RuntimeWarning, stacklevel=3)
+        _auto_warned = True
+        return "cpu"
+    return device
+
+
+def default_threads() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class Engine:
+    """A model ready to run on one device.
+
+    ``weights``: a path, a shipped model name, a loaded ``Model``, or None for the
+    default shipped model. ``device``: "auto" (CUDA when usable, else the CPU),
+    "cpu" or "cuda". ``threads``: CPU worker threads (default: the CPUs available).
+    ``input_scale`` overrides the pixel scale the file records.
+    One Engine may be called from several threads at once.
+    """
+
+    def __init__(self, weights: Union[str, os.PathLike, Model, None] = None, device: str = "auto",
+                 threads: Optional[int] = None, *, arch: Optional[str] = None,
+                 input_scale: Optional[float] = None, allow_tf32: bool = False):
+        self.model = weights if isinstance(weights, Model) else load(weights, arch=arch)
+        if threads is None:
+            threads = default_threads()
+        if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= 1024:
+            raise InputError(f"threads must be an integer in [1, 1024], got {threads!r}")
+        if input_scale is not None and not (isinstance(input_scale, (int, float)) and np.isfinite(input_scale)):
+            raise InputError(f"input_scale must be a finite number, got {input_scale!r}")
+        self.input_scale = float(input_scale) if input_scale is not None else self.model.input_scale
+        self.device = _resolve_device(device)
+        self._executor = _core.Executor(self.model._network, self.device, threads, allow_tf32)
+
+    @property
+    def threads(self) -> int:
+        return self._executor.threads
+
+    @property
+    def classes(self) -> int:
+        return self.model.classes
+
+    def summary(self) -> str:
+        """Layers, output shapes and parameter counts, and the device."""
+        return self.model.summary() + f"\ndevice: {self._executor.description}"
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Probabilities (n, classes) for a float32 batch already in the model's
+        input layout and scale: (n, H, W, C), or (n, C, H, W) for a channels_first
+        model. A single image without the batch axis is accepted too."""
+        if not isinstance(x, np.ndarray):
+            raise InputError(f"predict_proba takes a NumPy array, got {type(x).__name__}")
+        if x.dtype.kind not in "fiu" or x.dtype == np.bool_:
+            raise InputError(f"predict_proba takes a float32 array, got dtype {x.dtype}")
+        h, w, c = self.model.input_shape
+        image = (c, h, w) if self.model.channels_first else (h, w, c)
+        if x.shape == image:
+            x = x[None]
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        return self._executor.run(x)
+
+    def infer(self, images: Any) -> Union[Result, list[Result]]:
+        """Classifies images: a path, bytes of an encoded image, an array (one image
+        or a batch), or a list of these (see ``lenet.preprocess``). One image gives
+        a ``Result``; a batch or a list gives a list of ``Result``."""
+        batch = to_batch(images, self.model.input_shape, self.input_scale, self.model.channels_first)
+        probs = self._executor.run(batch.x)
+        results = [Result(int(np.argmax(p)), p, s) for p, s in zip(probs, batch.sources)]
+        return results[0] if batch.single else results
+
+    def __repr__(self) -> str:
+        return f"Engine({self.model.source!r}, device={self.device!r}, threads={self.threads})"
+
+
+_default_engines: dict = {}
+_default_lock = threading.Lock()
+
+
+def infer(images: Any, *, weights: Union[str, os.PathLike, None] = None, device: str = "auto",
+          threads: Optional[int] = None) -> Union[Result, list[Result]]:
+    """Classifies images with the shipped default model (or ``weights``) on the best
+    available device. The Engine is built on first use and reused."""
+    key = (os.fspath(weights) if weights is not None else None, device, threads)
+    with _default_lock:
+        engine = _default_engines.get(key)
+        if engine is None:
+            engine = _default_engines[key] = Engine(weights, device=device, threads=threads)
+    return engine.infer(images)

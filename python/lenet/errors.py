@@ -1,0 +1,50 @@
+"""The exceptions lenet raises. Every error lenet raises on purpose is a ``lenet.Error``.
+
+The C++ core throws the matching C++ types (csrc/net/errors.h); the binding
+translates each to the class of the same name here, keeping the message.
+"""
+
+
+class Error(Exception):
+    """Base class of every error lenet raises."""
+
+
+class ModelError(Error):
+    """A model cannot be used: see the two subclasses."""
+
+
+class ModelFileError(ModelError, ValueError):
+    """A model file is missing, unreadable, corrupt or inconsistent.
+
+    The message names the file and what is wrong: not HDF5, truncated, a
+    missing weight, a weight of the wrong shape, an architecture whose shapes
+    do not fit together.
+    """
+
+
+class UnsupportedModelError(ModelError):
+    """A well-formed model uses a layer or an option lenet does not implement.
+
+    The message names the layer, its Keras class and the file.
+    """
+
+
+class InputError(Error, ValueError):
+    """An image or array cannot be classified: wrong type, shape, dtype or values,
+    or an image file that cannot be read or decoded. The message names the input."""
+
+
+class CudaError(Error):
+    """The CUDA backend is not built or not usable here, or a CUDA, cuDNN or
+    cuBLAS call failed. The message carries the call, file:line and the
+    library's own error string."""
+
+
+__all__ = [
+    "Error",
+    "ModelError",
+    "ModelFileError",
+    "UnsupportedModelError",
+    "InputError",
+    "CudaError",
+]
