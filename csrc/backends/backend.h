@@ -35,7 +35,9 @@ class Kernel {
 public:
     virtual ~Kernel() = default;
     // x, y: backend memory holding n <= capacity images in the backend's layout.
-    // x and y never alias. Must not allocate, plan or block.
+    // x and y never alias. Must not allocate, plan or block. A backend whose kernels
+    // are fixed to their capacity (cuDNN descriptors) may process all `capacity`
+    // rows; rows past n are then scratch, never returned.
     virtual void run(const float* x, float* y, int n) = 0;
 };
 
@@ -69,7 +71,8 @@ public:
     virtual std::shared_ptr<const StepConstants> prepare(const Step& step) = 0;
     virtual std::unique_ptr<Kernel> kernel(const Step& step, const StepConstants* constants, int capacity) = 0;
     virtual Buffer alloc(size_t floats) = 0;
-    virtual std::unique_ptr<Stream> stream(int capacity) = 0;
+    // input_size, output_size: floats per image going in and coming out.
+    virtual std::unique_ptr<Stream> stream(int capacity, int64_t input_size, int64_t output_size) = 0;
 };
 
 // Options every backend factory receives.

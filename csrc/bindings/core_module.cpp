@@ -119,10 +119,12 @@ PYBIND11_MODULE(_core, m) {
 
     py::class_<Network, std::shared_ptr<Network>>(m, "Network")
         .def(py::init([](const std::vector<LayerSpec>& layers, std::array<int, 3> hwc, DataFormat format,
-                         std::string source) {
-                 return std::make_shared<Network>(layers, Dims{hwc[0], hwc[1], hwc[2]}, format, std::move(source));
+                         std::string source, bool classifier) {
+                 return std::make_shared<Network>(layers, Dims{hwc[0], hwc[1], hwc[2]}, format, std::move(source),
+                                                  classifier);
              }),
-             py::arg("layers"), py::arg("input_hwc"), py::arg("data_format"), py::arg("source"))
+             py::arg("layers"), py::arg("input_hwc"), py::arg("data_format"), py::arg("source"),
+             py::arg("classifier") = true)
         .def_property_readonly("classes", &Network::classes)
         .def_property_readonly("input_hwc",
                                [](const Network& n) { return std::array<int, 3>{n.input().h, n.input().w, n.input().c}; })

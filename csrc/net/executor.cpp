@@ -40,7 +40,7 @@ std::unique_ptr<Executor::Plan> Executor::make_plan(int capacity) {
         plan->ping = backend_->alloc(size_t(largest) * capacity);
         if (steps.size() > 2) plan->pong = backend_->alloc(size_t(largest) * capacity);
     }
-    plan->stream = backend_->stream(capacity);
+    plan->stream = backend_->stream(capacity, network_->input().size(), network_->classes());
     if (transpose_input_) plan->transposed.resize(size_t(network_->input().size()) * capacity);
     return plan;
 }

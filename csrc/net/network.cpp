@@ -128,7 +128,8 @@ public:
 
 }  // namespace
 
-Network::Network(const std::vector<LayerSpec>& layers, Dims input, DataFormat format, std::string source)
+Network::Network(const std::vector<LayerSpec>& layers, Dims input, DataFormat format, std::string source,
+                 bool classifier)
     : input_(input), format_(format), source_(std::move(source)) {
     Builder b(source_);
     if (input.h < 1 || input.w < 1 || input.c < 1 || input.h > kMaxExtent || input.w > kMaxExtent ||
@@ -152,7 +153,7 @@ Network::Network(const std::vector<LayerSpec>& layers, Dims input, DataFormat fo
         } else if (!steps_.empty() && (steps_.back().op == OpKind::conv2d || steps_.back().op == OpKind::dense) &&
                    steps_.back().act == Act::linear && steps_.back().out == cur) {
             steps_.back().act = act;
-            steps_.back().layers += "+" + name;
+            if (name != steps_.back().layers) steps_.back().layers += "+" + name;  // a separate Activation layer
             return;
         } else {
             Step s = make_step(OpKind::activation, cur, cur);
@@ -296,6 +297,8 @@ Network::Network(const std::vector<LayerSpec>& layers, Dims input, DataFormat fo
         summary_.push_back({l.name, l.keras_class, cur, flat, params});
     }
 
+    classes_ = int(cur.size());
+    if (!classifier) return;
     const std::string output = source_ + ": the model's output ";
     if (!flat)
         throw UnsupportedModelError(output + "is image-shaped " + dims_str(cur, false) +
@@ -309,7 +312,6 @@ Network::Network(const std::vector<LayerSpec>& layers, Dims input, DataFormat fo
         steps_.back().layers = "(softmax over logits)";
         softmax_appended_ = true;
     }
-    classes_ = cur.c;
 }
 
 int64_t Network::params() const {

@@ -86,11 +86,16 @@ public:
     // Checks every shape (throws ModelFileError naming the layer and `source`),
     // rejects what the engine cannot run (UnsupportedModelError), converts
     // weights to canonical layouts and fuses activations into their producers.
-    Network(const std::vector<LayerSpec>& layers, Dims input, DataFormat format, std::string source);
+    // `classifier`: the output must be a vector of class scores, and a softmax is
+    // appended to logits. Off, the network outputs whatever its last layer gives
+    // (tests run single ops that way).
+    Network(const std::vector<LayerSpec>& layers, Dims input, DataFormat format, std::string source,
+            bool classifier = true);
 
     const std::vector<Step>& steps() const { return steps_; }
     Dims input() const { return input_; }
     DataFormat input_format() const { return format_; }
+    // Values per image in the output: the number of classes for a classifier.
     int classes() const { return classes_; }
     const std::string& source() const { return source_; }
     // True when the file's model ends in logits and the engine appended the softmax.

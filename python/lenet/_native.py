@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import importlib.util
 import os
 
 
@@ -26,6 +27,26 @@ _preload_openblas()
 from . import _core  # noqa: E402
 
 
+def _preload_cuda_libraries() -> None:
+    """Loads cuBLASLt, cuBLAS and cuDNN from the nvidia-* wheels, in that order
+    (cuBLASLt first so cuBLAS cannot pick up another copy), for installs where the
+    module's rpath does not reach them. Failures are left to the import to report."""
+    for package, names in (("nvidia.cu13", ("libcublasLt.so.13", "libcublas.so.13")),
+                           ("nvidia.cudnn", ("libcudnn.so.9",))):
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            continue
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            for name in names:
+                path = os.path.join(root, "lib", name)
+                if os.path.exists(path):
+                    try:
+                        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                    except OSError:
+                        pass
+
+
 def _load_cuda():
     """Returns (module or None, reason it is missing)."""
     try:
@@ -34,6 +55,7 @@ def _load_cuda():
         spec = None
     if spec is None:
         return None, "lenet was built without the CUDA backend"
+    _preload_cuda_libraries()
     try:
         return importlib.import_module("lenet._cuda"), ""
     except ImportError as e:  # built, but cuDNN / cuBLAS / the CUDA runtime cannot be loaded

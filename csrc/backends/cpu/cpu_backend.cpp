@@ -64,7 +64,7 @@ public:
         return Buffer(static_cast<float*>(p), [](float* q) { std::free(q); });
     }
 
-    std::unique_ptr<Stream> stream(int) override { return std::make_unique<HostStream>(); }
+    std::unique_ptr<Stream> stream(int, int64_t, int64_t) override { return std::make_unique<HostStream>(); }
 
 private:
     int threads_;

@@ -1,0 +1,402 @@
+// The CUDA backend: NCHW float32 on one GPU. Convolution and pooling on cuDNN,
+// dense layers on cuBLAS, bias + activation fused into one small kernel where
+// cuDNN does not fuse them. Everything is planned before the first call: weights
+// uploaded once per engine; descriptors, algorithms (cudnnFind), workspaces and
+// buffers once per plan; the whole forward pass (input copy, layers, output copy)
+// captured into a CUDA graph on the first call and replayed after.
+//
+// Concurrency: one cuDNN handle, one cuBLAS handle and one stream per engine; a
+// mutex lets one call at a time use them (calls from several threads are
+// serialized, and each gets its own answer).
+#include "cuda_backend.h"
+
+#include <cstring>
+#include <mutex>
+
+#include "../../net/layout.h"
+#include "elementwise.cuh"
+#include "planner.h"
+#include "resources.h"
+
+namespace lenet::cuda {
+namespace {
+
+constexpr int kMaxBatch = 4096;
+constexpr size_t kFindWorkspaceLimit = size_t(64) << 20;  // cudnnFind may try algorithms up to this
+constexpr size_t kCublasWorkspace = size_t(4) << 20;      // fixed, so captured graphs stay valid
+const float kOne = 1.f, kZero = 0.f;
+
+// Engine-wide CUDA state.
+struct Context {
+    bool allow_tf32 = false;
+    std::string device_name;
+    CudnnHandle cudnn;
+    CublasHandle cublas;
+    StreamHandle stream;
+    DeviceMemory cublas_workspace;
+    std::mutex mutex;
+};
+
+DeviceMemory upload(const std::vector<float>& host) {
+    DeviceMemory d = device_alloc(host.size() * sizeof(float));
+    LENET_CHECK(cudaMemcpy(d.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+
+float* f(const DeviceMemory& m) { return static_cast<float*>(m.get()); }
+
+struct DeviceConstants : StepConstants {
+    DeviceMemory weights, bias;
+};
+
+// The pre-padded copy of a kernel's input (see planner.h), filled once with the pad value.
+struct Prepad {
+    DeviceMemory buffer;
+    void init(Context& ctx, const StepPlan& p) {
+        if (!p.padding.prepadded()) return;
+        const Step& s = *p.step;
+        const size_t floats = size_t(p.n) * s.in.c * (s.in.h + p.padding.prepad.top + p.padding.prepad.bottom) *
+                              (s.in.w + p.padding.prepad.left + p.padding.prepad.right);
+        buffer = device_alloc(floats * sizeof(float));
+        LENET_CHECK(cudnnSetTensor(ctx.cudnn.get(), p.padded.get(), buffer.get(), &p.pad_value));
+    }
+    // The tensor cuDNN should read: x itself, or its pre-padded copy.
+    const float* apply(Context& ctx, const StepPlan& p, const float* x) {
+        if (!p.padding.prepadded()) return x;
+        LENET_CHECK(cudnnTransformTensor(ctx.cudnn.get(), &kOne, p.x.get(), x, &kZero, p.padded_view.get(),
+                                         f(buffer) + p.padded_offset));
+        return f(buffer);
+    }
+    cudnnTensorDescriptor_t desc(const StepPlan& p) const { return p.padding.prepadded() ? p.padded.get() : p.x.get(); }
+};
+
+class ConvKernel : public Kernel {
+public:
+    ConvKernel(Context& ctx, StepPlan plan, const DeviceConstants& k) : ctx_(ctx), p_(std::move(plan)), k_(k) {
+        prepad_.init(ctx_, p_);
+        choose_algorithm();
+    }
+
+    void run(const float* x, float* y, int) override {
+        const float* src = prepad_.apply(ctx_, p_, x);
+        const Step& s = *p_.step;
+        if (fused_) {
+            // y = relu(conv(x) + bias); z = y with alpha2 = 0 as cuDNN requires a z tensor.
+            LENET_CHECK(cudnnConvolutionBiasActivationForward(
+                ctx_.cudnn.get(), &kOne, prepad_.desc(p_), src, p_.w.get(), f(k_.weights), p_.conv.get(), algo_,
+                workspace_.get(), workspace_bytes_, &kZero, p_.y.get(), y, p_.bias.get(), f(k_.bias), p_.act.get(),
+                p_.y.get(), y));
+            return;
+        }
+        LENET_CHECK(cudnnConvolutionForward(ctx_.cudnn.get(), &kOne, prepad_.desc(p_), src, p_.w.get(), f(k_.weights),
+                                            p_.conv.get(), algo_, workspace_.get(), workspace_bytes_, &kZero,
+                                            p_.y.get(), y));
+        launch_bias_act(y, f(k_.bias), int64_t(p_.n) * s.out.size(), s.out.c, s.out.h * s.out.w, s.act,
+                        ctx_.stream.get());
+        LENET_CHECK(cudaGetLastError());
+    }
+
+private:
+    // cudnnFind measures every algorithm on scratch buffers; the fastest that
+    // respects the math mode wins. Then, for ReLU, one trial of the fused call
+    // decides whether cuDNN fuses this shape.
+    void choose_algorithm() {
+        const Step& s = *p_.step;
+        const size_t in_floats = size_t(p_.n) * s.in.c * (s.in.h + p_.padding.prepad.top + p_.padding.prepad.bottom) *
+                                 (s.in.w + p_.padding.prepad.left + p_.padding.prepad.right);
+        DeviceMemory x = device_alloc(in_floats * sizeof(float));
+        DeviceMemory y = device_alloc(size_t(p_.n) * s.out.size() * sizeof(float));
+        LENET_CHECK(cudaMemset(x.get(), 0, in_floats * sizeof(float)));
+        DeviceMemory scratch = device_alloc(kFindWorkspaceLimit);
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        int returned = 0;
+        LENET_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+            ctx_.cudnn.get(), prepad_.desc(p_), x.get(), p_.w.get(), k_.weights.get(), p_.conv.get(), p_.y.get(),
+            y.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, scratch.get(), kFindWorkspaceLimit));
+        int best = -1;
+        for (int i = 0; i < returned && best < 0; ++i) {
+            const bool tensor_math = perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                                     perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+            if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kFindWorkspaceLimit &&
+                (ctx_.allow_tf32 || !tensor_math))
+                best = i;
+        }
+        if (best < 0) throw CudaError("cuDNN found no usable convolution algorithm for '" + s.layers + "'");
+        algo_ = perf[best].algo;
+        if (ctx_.allow_tf32) LENET_CHECK(cudnnSetConvolutionMathType(p_.conv.get(), perf[best].mathType));
+        workspace_bytes_ = perf[best].memory;
+        workspace_ = device_alloc(workspace_bytes_);
+
+        if (s.act == Act::relu) {
+            const cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
+                ctx_.cudnn.get(), &kOne, prepad_.desc(p_), x.get(), p_.w.get(), f(k_.weights), p_.conv.get(), algo_,
+                workspace_.get(), workspace_bytes_, &kZero, p_.y.get(), y.get(), p_.bias.get(), f(k_.bias),
+                p_.act.get(), p_.y.get(), y.get());
+            fused_ = st == CUDNN_STATUS_SUCCESS;
+        }
+        LENET_CHECK(cudaStreamSynchronize(ctx_.stream.get()));
+    }
+
+    Context& ctx_;
+    StepPlan p_;
+    const DeviceConstants& k_;
+    Prepad prepad_;
+    cudnnConvolutionFwdAlgo_t algo_{};
+    DeviceMemory workspace_;
+    size_t workspace_bytes_ = 0;
+    bool fused_ = false;
+};
+
+class PoolKernel : public Kernel {
+public:
+    PoolKernel(Context& ctx, StepPlan plan) : ctx_(ctx), p_(std::move(plan)) {
+        prepad_.init(ctx_, p_);
+        if (!p_.avg_factor.empty()) factor_ = upload(p_.avg_factor);
+    }
+    void run(const float* x, float* y, int) override {
+        const float* src = prepad_.apply(ctx_, p_, x);
+        LENET_CHECK(cudnnPoolingForward(ctx_.cudnn.get(), p_.pool.get(), &kOne, prepad_.desc(p_), src, &kZero,
+                                        p_.y.get(), y));
+        if (factor_) {
+            const Step& s = *p_.step;
+            launch_scale_planes(y, f(factor_), int64_t(p_.n) * s.out.size(), s.out.h * s.out.w, ctx_.stream.get());
+            LENET_CHECK(cudaGetLastError());
+        }
+    }
+
+private:
+    Context& ctx_;
+    StepPlan p_;
+    Prepad prepad_;
+    DeviceMemory factor_;
+};
+
+// y (n, out) = x (n, in) W (in, out) + b, row-major. cuBLAS is column-major, where
+// these buffers read as y^T = W^T x^T: m = out, n = batch, k = in, no transposes.
+class DenseKernel : public Kernel {
+public:
+    DenseKernel(Context& ctx, StepPlan plan, const DeviceConstants& k) : ctx_(ctx), p_(std::move(plan)), k_(k) {}
+    void run(const float* x, float* y, int) override {
+        const Step& s = *p_.step;
+        const int in = int(s.in.size()), out = s.out.c;
+        LENET_CHECK(cublasSgemm(ctx_.cublas.get(), CUBLAS_OP_N, CUBLAS_OP_N, out, p_.n, in, &kOne, f(k_.weights), out,
+                                x, in, &kZero, y, out));
+        launch_bias_act(y, f(k_.bias), int64_t(p_.n) * out, out, 1, s.act, ctx_.stream.get());
+        LENET_CHECK(cudaGetLastError());
+    }
+
+private:
+    Context& ctx_;
+    StepPlan p_;
+    const DeviceConstants& k_;
+};
+
+class SimpleKernel : public Kernel {
+public:
+    SimpleKernel(Context& ctx, StepPlan plan) : ctx_(ctx), p_(std::move(plan)) {}
+    void run(const float* x, float* y, int) override {
+        const Step& s = *p_.step;
+        auto* h = ctx_.cudnn.get();
+        switch (s.op) {
+            case OpKind::activation:
+                LENET_CHECK(cudnnActivationForward(h, p_.act.get(), &kOne, p_.x.get(), x, &kZero, p_.y.get(), y));
+                break;
+            case OpKind::softmax:
+                // Over the channel axis of each pixel: Keras' last axis in NHWC.
+                LENET_CHECK(cudnnSoftmaxForward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &kOne,
+                                                p_.x.get(), x, &kZero, p_.y.get(), y));
+                break;
+            case OpKind::affine:
+                launch_affine(x, y, int64_t(p_.n) * s.in.size(), s.scale, s.offset, ctx_.stream.get());
+                LENET_CHECK(cudaGetLastError());
+                break;
+            case OpKind::pad2d:
+                // y is a shared activation buffer: zero it, then copy the interior.
+                LENET_CHECK(cudnnSetTensor(h, p_.y.get(), y, &kZero));
+                LENET_CHECK(cudnnTransformTensor(h, &kOne, p_.x.get(), x, &kZero, p_.padded_view.get(),
+                                                 y + p_.padded_offset));
+                break;
+            default:
+                throw CudaError(std::string("CUDA backend: no kernel for ") + to_string(s.op));
+        }
+    }
+
+private:
+    Context& ctx_;
+    StepPlan p_;
+};
+
+// Pinned staging, device input/output and the captured graph of one plan.
+class GraphStream : public Stream {
+public:
+    GraphStream(Context& ctx, int capacity, int64_t input_size, int64_t output_size)
+        : ctx_(ctx),
+          capacity_(capacity),
+          in_bytes_(size_t(input_size) * sizeof(float)),
+          out_bytes_(size_t(output_size) * sizeof(float)),
+          pinned_in_(pinned_alloc(in_bytes_ * capacity)),
+          pinned_out_(pinned_alloc(out_bytes_ * capacity)),
+          dev_in_(device_alloc(in_bytes_ * capacity)),
+          dev_out_(device_alloc(out_bytes_ * capacity)) {
+        // Rows past a call's n are computed too: keep them finite.
+        std::memset(pinned_in_.get(), 0, in_bytes_ * capacity);
+    }
+
+    void forward(const float* x, float* y, int n, const LayerWalk& layers) override {
+        std::lock_guard<std::mutex> lock(ctx_.mutex);
+        std::memcpy(pinned_in_.get(), x, in_bytes_ * n);
+        cudaStream_t s = ctx_.stream.get();
+        if (!exec_ && graphs_) {
+            enqueue(layers);  // warm-up: first-touch costs stay out of the graph
+            LENET_CHECK(cudaStreamSynchronize(s));
+            capture(layers);
+        }
+        if (exec_)
+            LENET_CHECK(cudaGraphLaunch(exec_.get(), s));
+        else
+            enqueue(layers);
+        LENET_CHECK(cudaStreamSynchronize(s));
+        std::memcpy(y, pinned_out_.get(), out_bytes_ * n);
+    }
+
+private:
+    void enqueue(const LayerWalk& layers) {
+        cudaStream_t s = ctx_.stream.get();
+        LENET_CHECK(cudaMemcpyAsync(dev_in_.get(), pinned_in_.get(), in_bytes_ * capacity_, cudaMemcpyHostToDevice, s));
+        layers(f(dev_in_), f(dev_out_), capacity_);
+        LENET_CHECK(cudaMemcpyAsync(pinned_out_.get(), dev_out_.get(), out_bytes_ * capacity_, cudaMemcpyDeviceToHost, s));
+    }
+
+    // Records the forward pass into a graph. If this CUDA/cuDNN cannot capture
+    // it, the plan runs eagerly from then on: slower, still correct.
+    void capture(const LayerWalk& layers) {
+        cudaStream_t s = ctx_.stream.get();
+        LENET_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        cudaGraph_t graph = nullptr;
+        try {
+            enqueue(layers);
+        } catch (const CudaError&) {
+            (void)cudaStreamEndCapture(s, &graph);
+            if (graph) cudaGraphDestroy(graph);
+            cudaGetLastError();
+            graphs_ = false;
+            return;
+        }
+        LENET_CHECK(cudaStreamEndCapture(s, &graph));
+        GraphHandle owned(graph);
+        cudaGraphExec_t exec = nullptr;
+        if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+            cudaGetLastError();
+            graphs_ = false;
+            return;
+        }
+        exec_.reset(exec);
+    }
+
+    Context& ctx_;
+    const int capacity_;
+    const size_t in_bytes_, out_bytes_;
+    PinnedMemory pinned_in_, pinned_out_;
+    DeviceMemory dev_in_, dev_out_;
+    GraphExec exec_;
+    bool graphs_ = true;
+};
+
+class CudaBackend : public Backend {
+public:
+    explicit CudaBackend(const BackendOptions& options) {
+        std::string why;
+        if (device_count(&why) == 0) throw CudaError("no usable CUDA device: " + why);
+        cudaDeviceProp prop{};
+        LENET_CHECK(cudaGetDeviceProperties(&prop, 0));
+        ctx_.device_name = prop.name;
+        ctx_.allow_tf32 = options.allow_tf32;
+        ctx_.cudnn = create<CudnnHandle, cudnnCreate>();
+        ctx_.cublas = create<CublasHandle, cublasCreate>();
+        cudaStream_t stream = nullptr;
+        LENET_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        ctx_.stream.reset(stream);
+        LENET_CHECK(cudnnSetStream(ctx_.cudnn.get(), stream));
+        LENET_CHECK(cublasSetStream(ctx_.cublas.get(), stream));
+        ctx_.cublas_workspace = device_alloc(kCublasWorkspace);
+        LENET_CHECK(cublasSetWorkspace(ctx_.cublas.get(), ctx_.cublas_workspace.get(), kCublasWorkspace));
+        // Default math keeps FP32 GEMMs in FP32; TF32 tensor cores only when asked.
+        LENET_CHECK(cublasSetMathMode(ctx_.cublas.get(),
+                                      options.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    }
+
+    std::string name() const override { return "cuda"; }
+    std::string description() const override {
+        return "CUDA, " + ctx_.device_name + ", cuDNN " + std::to_string(cudnnGetVersion()) +
+               (ctx_.allow_tf32 ? ", TF32 allowed" : ", FP32");
+    }
+    Layout layout() const override { return Layout::nchw; }
+    int max_batch() const override { return kMaxBatch; }
+    int plan_capacity(int n) const override {
+        // Descriptors and graphs are fixed per capacity: round up to a power of two
+        // so that a handful of plans (and graphs) serve every batch size.
+        int c = 1;
+        while (c < n) c *= 2;
+        return std::min(c, kMaxBatch);
+    }
+    int parallelism() const override { return 1; }
+
+    std::shared_ptr<const StepConstants> prepare(const Step& s) override {
+        auto k = std::make_shared<DeviceConstants>();
+        if (s.op == OpKind::conv2d) {
+            k->weights = upload(conv_hwio_to_oihw(s.weights, s.kh, s.kw, s.in.c, s.out.c));
+            k->bias = upload(s.bias);
+        } else if (s.op == OpKind::dense) {
+            // Activations arrive in NCHW order: the rows after a Flatten follow it.
+            k->weights = upload(s.in.h * s.in.w > 1 ? dense_rows_hwc_to_chw(s.weights, s.in, s.out.c) : s.weights);
+            k->bias = upload(s.bias);
+        }
+        return k;
+    }
+
+    std::unique_ptr<Kernel> kernel(const Step& s, const StepConstants* constants, int capacity) override {
+        // Planning uses the engine's handles and stream: not while a call runs on them.
+        std::lock_guard<std::mutex> lock(ctx_.mutex);
+        StepPlan p = plan_step(s, capacity, ctx_.allow_tf32);
+        const auto& k = *static_cast<const DeviceConstants*>(constants);
+        switch (s.op) {
+            case OpKind::conv2d: return std::make_unique<ConvKernel>(ctx_, std::move(p), k);
+            case OpKind::dense: return std::make_unique<DenseKernel>(ctx_, std::move(p), k);
+            case OpKind::max_pool2d:
+            case OpKind::avg_pool2d: return std::make_unique<PoolKernel>(ctx_, std::move(p));
+            default: return std::make_unique<SimpleKernel>(ctx_, std::move(p));
+        }
+    }
+
+    Buffer alloc(size_t floats) override {
+        DeviceMemory m = device_alloc(floats * sizeof(float));
+        return Buffer(static_cast<float*>(m.release()), [](float* q) { device_free(q); });
+    }
+
+    std::unique_ptr<Stream> stream(int capacity, int64_t input_size, int64_t output_size) override {
+        return std::make_unique<GraphStream>(ctx_, capacity, input_size, output_size);
+    }
+
+private:
+    Context ctx_;
+};
+
+}  // namespace
+
+int device_count(std::string* why) {
+    int n = 0;
+    const cudaError_t s = cudaGetDeviceCount(&n);
+    if (s != cudaSuccess) {
+        if (why) *why = std::string(cudaGetErrorName(s)) + ": " + cudaGetErrorString(s);
+        cudaGetLastError();
+        return 0;
+    }
+    if (n == 0 && why) *why = "no CUDA device found";
+    return n;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
+    return std::make_unique<CudaBackend>(options);
+}
+
+}  // namespace lenet::cuda
