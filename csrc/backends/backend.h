@@ -79,6 +79,7 @@ public:
 struct BackendOptions {
     int threads = 1;          // CPU worker threads
     bool allow_tf32 = false;  // CUDA: permit TF32 tensor-core math
+    bool cuda_graphs = true;  // CUDA: capture each plan's forward pass and replay it
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;

@@ -152,13 +152,16 @@ PYBIND11_MODULE(_core, m) {
         "One (op, keras_layers, activation, output_hwc) per executed step, after fusion.");
 
     py::class_<Executor>(m, "Executor")
-        .def(py::init([](std::shared_ptr<Network> net, const std::string& device, int threads, bool allow_tf32) {
+        .def(py::init([](std::shared_ptr<Network> net, const std::string& device, int threads, bool allow_tf32,
+                         bool cuda_graphs) {
                  BackendOptions options;
                  options.threads = threads;
                  options.allow_tf32 = allow_tf32;
+                 options.cuda_graphs = cuda_graphs;
                  return std::make_unique<Executor>(net, make_backend(device, options), threads);
              }),
-             py::arg("network"), py::arg("device"), py::arg("threads"), py::arg("allow_tf32") = false)
+             py::arg("network"), py::arg("device"), py::arg("threads"), py::arg("allow_tf32") = false,
+             py::arg("cuda_graphs") = true)
         .def("run", &run, py::arg("x"), "Probabilities (n, classes) for a C-contiguous float32 batch.")
         .def_property_readonly("device", [](const Executor& e) { return e.backend().name(); })
         .def_property_readonly("description", [](const Executor& e) { return e.backend().description(); })

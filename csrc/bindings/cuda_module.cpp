@@ -80,6 +80,14 @@ PYBIND11_MODULE(_cuda, m) {
         std::string why;
         return cuda::device_count(&why) > 0 ? std::string() : why;
     });
+    m.def("memory_used", [] {
+        size_t free = 0, total = 0;
+        if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+            cudaGetLastError();
+            return size_t(0);
+        }
+        return total - free;
+    }, "Bytes of GPU memory in use on the device (0 without a GPU).");
     m.def("info", &info, "CUDA runtime/driver, cuDNN and cuBLAS versions (linked and loaded), GPU name.");
     m.def("plan", &plan, py::arg("network"), py::arg("batch"),
           "The cuDNN planner's descriptors for each step: runs without a GPU.");

@@ -195,13 +195,15 @@ class Engine:
     ``weights``: a path, a shipped model name, a loaded ``Model``, or None for the
     default shipped model. ``device``: "auto" (CUDA when usable, else the CPU),
     "cpu" or "cuda". ``threads``: CPU worker threads (default: the CPUs available).
-    ``input_scale`` overrides the pixel scale the file records.
+    ``input_scale`` overrides the pixel scale the file records. CUDA only:
+    ``allow_tf32`` permits TF32 tensor-core math (faster, no longer within 1e-5 of
+    Keras); ``cuda_graphs=False`` launches each layer instead of replaying a graph.
     One Engine may be called from several threads at once.
     """
 
     def __init__(self, weights: Union[str, os.PathLike, Model, None] = None, device: str = "auto",
                  threads: Optional[int] = None, *, arch: Optional[str] = None,
-                 input_scale: Optional[float] = None, allow_tf32: bool = False):
+                 input_scale: Optional[float] = None, allow_tf32: bool = False, cuda_graphs: bool = True):
         self.model = weights if isinstance(weights, Model) else load(weights, arch=arch)
         if threads is None:
             threads = default_threads()
@@ -211,7 +213,7 @@ class Engine:
             raise InputError(f"input_scale must be a finite number, got {input_scale!r}")
         self.input_scale = float(input_scale) if input_scale is not None else self.model.input_scale
         self.device = _resolve_device(device)
-        self._executor = _core.Executor(self.model._network, self.device, threads, allow_tf32)
+        self._executor = _core.Executor(self.model._network, self.device, threads, allow_tf32, cuda_graphs)
 
     @property
     def threads(self) -> int:

@@ -29,6 +29,7 @@ const float kOne = 1.f, kZero = 0.f;
 // Engine-wide CUDA state.
 struct Context {
     bool allow_tf32 = false;
+    bool graphs = true;
     std::string device_name;
     CudnnHandle cudnn;
     CublasHandle cublas;
@@ -237,7 +238,8 @@ public:
           pinned_in_(pinned_alloc(in_bytes_ * capacity)),
           pinned_out_(pinned_alloc(out_bytes_ * capacity)),
           dev_in_(device_alloc(in_bytes_ * capacity)),
-          dev_out_(device_alloc(out_bytes_ * capacity)) {
+          dev_out_(device_alloc(out_bytes_ * capacity)),
+          graphs_(ctx.graphs) {
         // Rows past a call's n are computed too: keep them finite.
         std::memset(pinned_in_.get(), 0, in_bytes_ * capacity);
     }
@@ -299,7 +301,7 @@ private:
     PinnedMemory pinned_in_, pinned_out_;
     DeviceMemory dev_in_, dev_out_;
     GraphExec exec_;
-    bool graphs_ = true;
+    bool graphs_;  // still to try, or in use; false after a failed capture
 };
 
 class CudaBackend : public Backend {
@@ -311,6 +313,7 @@ public:
         LENET_CHECK(cudaGetDeviceProperties(&prop, 0));
         ctx_.device_name = prop.name;
         ctx_.allow_tf32 = options.allow_tf32;
+        ctx_.graphs = options.cuda_graphs;
         ctx_.cudnn = create<CudnnHandle, cudnnCreate>();
         ctx_.cublas = create<CublasHandle, cublasCreate>();
         cudaStream_t stream = nullptr;
@@ -328,7 +331,7 @@ public:
     std::string name() const override { return "cuda"; }
     std::string description() const override {
         return "CUDA, " + ctx_.device_name + ", cuDNN " + std::to_string(cudnnGetVersion()) +
-               (ctx_.allow_tf32 ? ", TF32 allowed" : ", FP32");
+               (ctx_.allow_tf32 ? ", TF32 allowed" : ", FP32") + (ctx_.graphs ? ", CUDA graphs" : ", no graphs");
     }
     Layout layout() const override { return Layout::nchw; }
     int max_batch() const override { return kMaxBatch; }

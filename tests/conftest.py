@@ -1,0 +1,57 @@
+"""Shared test set-up: the `requires_cuda` marker, the MNIST test set, paths."""
+
+import gzip
+import os
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+TESTS = pathlib.Path(__file__).resolve().parent
+REPO = TESTS.parent
+sys.path.insert(0, str(TESTS))  # keras_fixtures
+
+# ../shared/mnist beside the checkout (CI has it); LENET_MNIST_DIR overrides.
+MNIST_DIR = pathlib.Path(os.environ.get("LENET_MNIST_DIR", REPO.parent / "shared" / "mnist"))
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def _cuda_available():
+    try:
+        import lenet
+        return lenet.cuda_available()
+    except Exception:
+        return False
+
+
+requires_cuda = pytest.mark.skipif(not _cuda_available(), reason="needs a CUDA GPU (none usable here)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "requires_cuda: needs a usable CUDA GPU; skipped visibly without one")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("requires_cuda"):
+            item.add_marker(requires_cuda)
+
+
+def _read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+@pytest.fixture(scope="session")
+def mnist_test():
+    """(images uint8 (10000, 28, 28), labels uint8 (10000,)) of the canonical MNIST test set."""
+    images = MNIST_DIR / "t10k-images-idx3-ubyte.gz"
+    labels = MNIST_DIR / "t10k-labels-idx1-ubyte.gz"
+    if not images.exists() or not labels.exists():
+        pytest.skip(f"MNIST test set not found in {MNIST_DIR}")
+    return _read_idx(images), _read_idx(labels)
