@@ -1,0 +1,115 @@
+"""Parity of the lenet engine with Keras: every fixture of tests/keras_fixtures.py
+and the three shipped models (MNIST digits from conftest's ``mnist_test``; those
+tests skip visibly when the test set is absent).
+
+The engine must give probabilities within 1e-5 (max abs) of Keras' and the same
+class. When a model ends with a linear layer (logits), the engine applies
+softmax, so it is compared with softmax(Keras output).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+keras = pytest.importorskip("keras")
+
+import lenet  # noqa: E402
+from lenet.model_file import SHIPPED_MODELS, load_spec, shipped_weights  # noqa: E402
+
+import keras_fixtures as kf  # noqa: E402
+from keras_fixtures import FIXTURES, keras_predict, softmax  # noqa: E402
+
+TOL = 1e-5
+TIE = 1e-6     # a Keras top-2 gap below this is a tie at float32 resolution: either class is right
+N_MNIST_FIXTURE = 200
+N_MNIST_SHIPPED = 1000
+
+
+@pytest.fixture(scope="session")
+def fixtures():
+    return kf.get_fixtures()
+
+
+def fixture(fixtures, name):
+    if name not in fixtures:
+        pytest.skip(f"{name}: {FIXTURES[name]} (tf_keras for keras2) is not installed")
+    return fixtures[name]
+
+
+def engine(weights, arch=None):
+    return lenet.Engine(weights=str(weights), device="cpu", arch=None if arch is None else str(arch))
+
+
+def assert_parity(p, want, what):
+    p = np.asarray(p)
+    assert p.dtype == np.float32, f"{what}: dtype {p.dtype}"
+    assert p.shape == want.shape, f"{what}: shape {p.shape}, Keras {want.shape}"
+    diff = np.abs(p.astype(np.float64) - want)
+    worst = int(diff.max(axis=1).argmax())
+    assert diff.max() <= TOL, f"{what}: max abs difference {diff.max():.3g} (sample {worst})"
+    top2 = np.sort(want, axis=1)[:, -2:]
+    decided = (top2[:, 1] - top2[:, 0]) > TIE
+    mismatch = np.flatnonzero(decided & (p.argmax(1) != want.argmax(1)))
+    assert mismatch.size == 0, f"{what}: argmax differs from Keras on samples {mismatch[:10].tolist()}"
+
+
+def keras_probabilities(y, logits):
+    return softmax(y) if logits else np.asarray(y, dtype=np.float32)
+
+
+@pytest.mark.parametrize("name", list(FIXTURES))
+def test_parity_random_inputs(fixtures, name):
+    fx = fixture(fixtures, name)
+    p = engine(fx.weights, fx.arch).predict_proba(fx.x)
+    assert_parity(p, keras_probabilities(fx.expected, fx.logits), f"{name} ({len(fx.x)} random inputs)")
+
+
+def _mnist_input(fx, images):
+    """Digits in the fixture's engine layout, scaled as the model expects."""
+    x = images.astype(np.float32) * np.float32(fx.pixel_scale)
+    return np.ascontiguousarray(x[:, None] if fx.data_format == "channels_first" else x[..., None])
+
+
+@pytest.mark.parametrize("name", [n for n in FIXTURES if n not in ("k3_deep_dense_weights", "k2_deep_dense_weights")])
+def test_parity_mnist_digits(fixtures, mnist_test, name):
+    fx = fixture(fixtures, name)
+    assert fx.input_shape == (28, 28, 1)
+    x = _mnist_input(fx, mnist_test[0][:N_MNIST_FIXTURE])
+    want = keras_probabilities(fx.reference(x), fx.logits)
+    p = engine(fx.weights, fx.arch).predict_proba(x)
+    assert_parity(p, want, f"{name} ({len(x)} MNIST digits)")
+
+
+def test_parity_batch_of_one(fixtures):
+    """A single image gives the same answer as inside a batch."""
+    fx = fixture(fixtures, "k3_testnet")
+    eng = engine(fx.weights, fx.arch)
+    want = keras_probabilities(fx.expected[:3], fx.logits)
+    for i in range(3):
+        assert_parity(eng.predict_proba(fx.x[i:i + 1]), want[i:i + 1], f"k3_testnet image {i} alone")
+
+
+_shipped_cache: dict = {}
+
+
+def shipped_reference(name, images):
+    """(engine input, Keras probabilities) of a shipped model on MNIST test digits
+    scaled by 1/255. Keras loads each file once (load_model, compile=False)."""
+    if name not in _shipped_cache:
+        path = shipped_weights(name)
+        spec = load_spec(path)
+        x = images.astype(np.float32) / np.float32(255)
+        x = np.ascontiguousarray(x[:, None] if spec.data_format == "channels_first" else x[..., None])
+        model = kf.keras_model(path)
+        keras_shape = (len(x),) + tuple(int(d) for d in model.inputs[0].shape[1:])   # (N, 28, 28, 1), (N, 28, 28)...
+        y = keras_predict(model, x.reshape(keras_shape))
+        _shipped_cache[name] = (x, keras_probabilities(y, logits=spec.layers[-1].activation != "softmax"))
+    return _shipped_cache[name]
+
+
+@pytest.mark.parametrize("name", SHIPPED_MODELS)
+def test_parity_shipped_model(mnist_test, name):
+    x, want = shipped_reference(name, mnist_test[0][:N_MNIST_SHIPPED])
+    p = engine(shipped_weights(name)).predict_proba(x)
+    assert_parity(p, want, f"shipped {name} ({len(x)} MNIST test digits)")
