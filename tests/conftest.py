@@ -47,6 +47,29 @@ def _read_idx(path):
     return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
+def check_concurrent_calls(predict, x, sizes, rounds, compare):
+    """Calls predict(x[:n]) from one thread per n in `sizes`, `rounds` times each, and
+    checks every answer against the serial one with compare(got, want)."""
+    import threading
+
+    want = {n: predict(x[:n]) for n in sizes}
+    errors = []
+
+    def call(n):
+        try:
+            for _ in range(rounds):
+                compare(predict(x[:n]), want[n])
+        except Exception as e:  # an assertion in a thread does not fail the test by itself
+            errors.append(e)
+
+    threads = [threading.Thread(target=call, args=(n,)) for n in sizes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
 @pytest.fixture(scope="session")
 def mnist_test():
     """(images uint8 (10000, 28, 28), labels uint8 (10000,)) of the canonical MNIST test set."""

@@ -5,7 +5,6 @@ Keras, graphs against eager launches, batch sizes, threads, memory."""
 
 import math
 import subprocess
-import threading
 import warnings
 
 import numpy as np
@@ -15,6 +14,7 @@ import lenet
 from lenet import _native
 
 import test_ops
+from conftest import check_concurrent_calls
 
 built = pytest.mark.skipif(_native.cuda_module is None,
                            reason=f"CUDA backend not loaded: {_native.cuda_missing_reason}")
@@ -106,9 +106,14 @@ def test_no_gpu_error_and_auto_fallback():
         lenet.Engine(device="cuda")
     with pytest.raises(lenet.CudaError):
         lenet._core.Executor(lenet.load()._network, "cuda", 1)   # below the Python check too
+    # auto falls back to the CPU, saying once why when the backend is built.
+    lenet.engine._auto_warned = False
+    if lenet.cuda_built():
+        with pytest.warns(RuntimeWarning, match="using the CPU"):
+            assert lenet.Engine(device="auto").device == "cpu"
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        assert lenet.Engine(device="auto").device == "cpu"
+        warnings.simplefilter("error")
+        assert lenet.Engine(device="auto").device == "cpu"   # once: no second warning
 
 
 # ---- GPU needed ------------------------------------------------------------------
@@ -142,12 +147,11 @@ def test_pool_matches_cpu(case, kind):
 def test_dense_flatten_activation_match_cpu(act):
     rng = np.random.default_rng(9)
     x = rng.standard_normal((9, 3, 4, 5)).astype(np.float32)
-    wt = rng.standard_normal((60, 13)).astype(np.float32)
+    # (3, 4, 5) -> pad -> (4, 7, 5) -> pool -> (2, 3, 5) -> 30 features
     layers = [test_ops.layer("rescaling", scale=0.5, offset=0.1), test_ops.layer("zero_pad2d", pad=(1, 0, 2, 1)),
               test_ops.layer("max_pool2d", kernel=(2, 2), strides=(2, 2)), test_ops.layer("flatten"),
-              test_ops.layer("dense", units=13, activation=act, weights=rng.standard_normal((36, 13)).astype(np.float32),
+              test_ops.layer("dense", units=13, activation=act, weights=rng.standard_normal((30, 13)).astype(np.float32),
                              bias=rng.standard_normal(13).astype(np.float32))]
-    del wt
     _compare(layers, x)
 
 
@@ -196,23 +200,8 @@ def test_graph_replay_equals_eager_and_batch_sizes(mnist_x):
 @pytest.mark.requires_cuda
 def test_concurrent_callers(mnist_x):
     eng = lenet.Engine(device="cuda")
-    sizes = [1, 7, 64, 100, 3, 1, 250, 32]
-    want = {n: eng.predict_proba(mnist_x[:n]) for n in sizes}
-    errors = []
-
-    def call(n):
-        try:
-            for _ in range(50):
-                np.testing.assert_array_equal(eng.predict_proba(mnist_x[:n]), want[n])
-        except Exception as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=call, args=(n,)) for n in sizes]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    check_concurrent_calls(eng.predict_proba, mnist_x, [1, 7, 64, 100, 3, 1, 250, 32], 50,
+                           np.testing.assert_array_equal)
 
 
 @pytest.mark.requires_cuda

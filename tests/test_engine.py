@@ -1,13 +1,14 @@
 """The Python API on the shipped default weights: inputs of every kind, results,
 errors, devices, threads."""
 
-import threading
+import warnings
 
 import cv2
 import numpy as np
 import pytest
 
 import lenet
+from conftest import REPO, check_concurrent_calls
 
 
 @pytest.fixture(scope="module")
@@ -16,9 +17,16 @@ def engine():
 
 
 @pytest.fixture(scope="module")
-def digits(mnist_test):
-    images, labels = mnist_test
-    return images[:64], labels[:64]
+def digits():
+    """64 MNIST-style digits with their labels: the shipped examples, shifted so that
+    the copies differ (the API tests need no MNIST test set)."""
+    paths = sorted((REPO / "examples").glob("digit-*.png"))
+    assert len(paths) == 10
+    base = np.stack([cv2.imread(str(p), cv2.IMREAD_GRAYSCALE) for p in paths])
+    images = np.concatenate([np.roll(base, (dy, dx), axis=(1, 2)) for dy, dx in
+                             [(0, 0), (1, 0), (0, 1), (-1, 0), (0, -1), (1, 1), (-1, -1)]])[:64]
+    labels = np.tile(np.arange(10), 7)[:64]
+    return images, labels
 
 
 def png_bytes(img):
@@ -182,7 +190,9 @@ def test_cuda_status_without_a_gpu():
     if not lenet.cuda_available():
         with pytest.raises(lenet.CudaError, match="CUDA"):
             lenet.Engine(device="cuda")
-        assert lenet.Engine(device="auto").device == "cpu"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")   # the fallback's one warning: tests/test_cuda.py checks it
+            assert lenet.Engine(device="auto").device == "cpu"
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
@@ -196,20 +206,5 @@ def test_thread_counts_agree(digits, threads):
 
 def test_concurrent_callers_get_their_own_answers(engine, digits):
     x = digits[0].astype(np.float32)[..., None] / 255
-    sizes = [1, 3, 64, 17, 2, 40, 1, 9]
-    want = {n: engine.predict_proba(x[:n]) for n in sizes}
-    errors = []
-
-    def call(n):
-        try:
-            for _ in range(30):
-                np.testing.assert_allclose(engine.predict_proba(x[:n]), want[n], atol=1e-6)
-        except Exception as e:  # reported below: assertion errors in threads do not fail the test by themselves
-            errors.append(e)
-
-    threads = [threading.Thread(target=call, args=(n,)) for n in sizes]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors[0]
+    check_concurrent_calls(engine.predict_proba, x, [1, 3, 64, 17, 2, 40, 1, 9], 30,
+                           lambda got, want: np.testing.assert_allclose(got, want, atol=1e-6))

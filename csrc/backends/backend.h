@@ -75,6 +75,14 @@ public:
     virtual std::unique_ptr<Stream> stream(int capacity, int64_t input_size, int64_t output_size) = 0;
 };
 
+// The smallest power of two >= n, at most `cap`: plan capacities that let a few
+// plans serve every batch size.
+inline int pow2_capacity(int n, int cap) {
+    int c = 1;
+    while (c < n && c < cap) c *= 2;
+    return c < cap ? c : cap;
+}
+
 // Options every backend factory receives.
 struct BackendOptions {
     int threads = 1;          // CPU worker threads

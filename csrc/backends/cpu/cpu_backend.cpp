@@ -36,12 +36,8 @@ public:
     }
     Layout layout() const override { return Layout::nhwc; }
     int max_batch() const override { return kMaxBatch; }
-    int plan_capacity(int n) const override {
-        // Kernels run any n <= capacity: round up so a few plans serve every batch size.
-        int c = 1;
-        while (c < n) c *= 2;
-        return std::min(c, kMaxBatch);
-    }
+    // Kernels run any n <= capacity: a few plans serve every batch size.
+    int plan_capacity(int n) const override { return pow2_capacity(n, kMaxBatch); }
     int parallelism() const override { return threads_; }
 
     // Nothing to convert or upload: kernels use the Step's canonical weights.

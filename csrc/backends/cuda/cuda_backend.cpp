@@ -335,13 +335,9 @@ public:
     }
     Layout layout() const override { return Layout::nchw; }
     int max_batch() const override { return kMaxBatch; }
-    int plan_capacity(int n) const override {
-        // Descriptors and graphs are fixed per capacity: round up to a power of two
-        // so that a handful of plans (and graphs) serve every batch size.
-        int c = 1;
-        while (c < n) c *= 2;
-        return std::min(c, kMaxBatch);
-    }
+    // Descriptors and graphs are fixed per capacity: rows past n are computed and
+    // dropped, so that a handful of plans (and graphs) serve every batch size.
+    int plan_capacity(int n) const override { return pow2_capacity(n, kMaxBatch); }
     int parallelism() const override { return 1; }
 
     std::shared_ptr<const StepConstants> prepare(const Step& s) override {
