@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+import lenet
 from lenet import _core
 
 RNG = np.random.default_rng(1234)
@@ -185,3 +186,8 @@ def test_batch_split_matches_single_images(threads):
     whole = run(layers, x, threads=threads)
     one = np.concatenate([run(layers, x[i:i + 1]) for i in range(0, 131, 13)])
     np.testing.assert_allclose(whole[::13], one, atol=1e-6, rtol=1e-6)
+
+
+def test_a_network_that_computes_nothing_is_refused():
+    with pytest.raises(lenet.UnsupportedModelError, match="computes nothing"):
+        run([layer("flatten")], np.zeros((1, 2, 2, 1), np.float32))

@@ -298,6 +298,8 @@ Network::Network(const std::vector<LayerSpec>& layers, Dims input, DataFormat fo
     }
 
     classes_ = int(cur.size());
+    if (steps_.empty())
+        throw UnsupportedModelError(source_ + ": the model computes nothing (no layer with an operation)");
     if (!classifier) return;
     const std::string output = source_ + ": the model's output ";
     if (!flat)
