@@ -1,4 +1,4 @@
-"""Loads the compiled core (and the CUDA backend module when it was built).
+"""Loads the compiled core, and the CUDA backend module on first use.
 
 The extension modules find OpenBLAS through an rpath into the scipy-openblas32
 wheel; loading the library first from its wheel also covers installs where the
@@ -11,6 +11,7 @@ import ctypes
 import importlib
 import importlib.util
 import os
+import threading
 
 
 def _preload_openblas() -> None:
@@ -49,11 +50,7 @@ def _preload_cuda_libraries() -> None:
 
 def _load_cuda():
     """Returns (module or None, reason it is missing)."""
-    try:
-        spec = importlib.util.find_spec("lenet._cuda")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None:
+    if not cuda_built():
         return None, "lenet was built without the CUDA backend"
     _preload_cuda_libraries()
     try:
@@ -62,4 +59,41 @@ def _load_cuda():
         return None, f"the CUDA backend is built but cannot be loaded: {e}"
 
 
-cuda_module, cuda_missing_reason = _load_cuda()
+def cuda_built() -> bool:
+    """Whether the CUDA backend module was built (without loading it)."""
+    try:
+        return importlib.util.find_spec("lenet._cuda") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def driver_present() -> bool:
+    """Whether an NVIDIA driver library is there at all: without one, no GPU can be
+    used, and the CUDA module (cuDNN and cuBLAS: ~200 MB resident) is not loaded."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+_cuda_lock = threading.Lock()
+_cuda_state = None
+
+
+def cuda():
+    """(lenet._cuda or None, why it is missing), loaded on first use."""
+    global _cuda_state
+    with _cuda_lock:
+        if _cuda_state is None:
+            _cuda_state = _load_cuda()
+        return _cuda_state
+
+
+def __getattr__(name):
+    # `cuda_module` / `cuda_missing_reason` load the CUDA module lazily (PEP 562).
+    if name == "cuda_module":
+        return cuda()[0]
+    if name == "cuda_missing_reason":
+        return cuda()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
