@@ -79,7 +79,14 @@ def test_planner_pool_padding(kind):
 
 @built
 def test_versions_are_reported():
-    info = lenet.info()
+    # In a fresh process, as `lenet-cli --version` runs: in a process that imported
+    # TensorFlow first, cuBLAS calls can bind to TF's stubs (see the issue-3 note).
+    import json
+    import sys
+    out = subprocess.run([sys.executable, "-c", "import json, lenet; print(json.dumps(lenet.info()))"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout.strip().splitlines()[-1])
     assert "cuda" in info["backends_built"]
     for key in ("cuda_runtime", "cudnn_linked", "cudnn_loaded", "cublas_linked", "cublas_loaded"):
         assert info[key], key

@@ -8,8 +8,8 @@
 """
 
 from ._native import _core
-from .engine import (DEFAULT_MODEL, Engine, Model, Result, cuda_available, cuda_built, default_threads, infer,
-                     load)
+from .engine import (DEFAULT_MODEL, Engine, Model, Number, Result, cuda_available, cuda_built, default_threads,
+                     infer, load, read_number)
 from .errors import CudaError, Error, InputError, ModelError, ModelFileError, UnsupportedModelError
 from .model_file import SHIPPED_MODELS, shipped_weights
 
@@ -34,7 +34,8 @@ def info() -> dict:
 
 
 __all__ = [
-    "DEFAULT_MODEL", "SHIPPED_MODELS", "Engine", "Model", "Result", "infer", "load", "info", "shipped_weights",
+    "DEFAULT_MODEL", "SHIPPED_MODELS", "Engine", "Model", "Number", "Result", "infer", "read_number", "load", "info",
+    "shipped_weights",
     "cuda_available", "cuda_built", "default_threads",
     "Error", "ModelError", "ModelFileError", "UnsupportedModelError", "InputError", "CudaError",
 ]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from . import _native
 from ._native import _core
 from .errors import CudaError, InputError
 from .model_file import SHIPPED_MODELS, load_spec, shipped_weights
-from .preprocess import to_batch
+from .preprocess import Batch, number_batch, to_batch
 from .spec import ModelSpec
 
 DEFAULT_MODEL = "lenet5"
@@ -32,10 +32,23 @@ class Result:
     digit: int                  # the most probable class
     probabilities: np.ndarray   # float32 (classes,), sums to 1
     source: str = ""            # the path, "<bytes>", "<array>[i]", ...
+    mode: str = ""              # the preprocessing the image took: "mnist" or "photo"
+    # The network's input for this image, (H, W, C) scaled, and the scale: see `image`.
+    _input: Optional[np.ndarray] = field(default=None, repr=False, compare=False)
+    _scale: float = field(default=1.0, repr=False, compare=False)
 
     @property
     def confidence(self) -> float:
         return float(self.probabilities[self.digit])
+
+    @property
+    def image(self) -> Optional[np.ndarray]:
+        """What the network received, as a picture: uint8 (H, W) — (H, W, 3) for a
+        colour model — 0..255, the digit white on black. None for a hand-made Result."""
+        if self._input is None:
+            return None
+        img = np.clip(np.rint(self._input / self._scale), 0, 255).astype(np.uint8)
+        return img[:, :, 0] if img.shape[2] == 1 else img
 
     def top(self, k: int = 3) -> list[tuple[int, float]]:
         """The k most probable classes as (class, probability), best first."""
@@ -44,6 +57,28 @@ class Result:
 
     def __repr__(self) -> str:
         return f"Result(digit={self.digit}, confidence={self.confidence:.4f}, source={self.source!r})"
+
+
+@dataclass(frozen=True)
+class Number:
+    """A number read from one image: its digits left to right."""
+
+    digits: list[Result]                     # one per digit, left to right
+    boxes: list[tuple[int, int, int, int]]   # each digit's x, y, width, height in the image's pixels
+    source: str = ""
+
+    @property
+    def number(self) -> str:
+        return "".join(str(r.digit) for r in self.digits)
+
+    @property
+    def confidence(self) -> float:
+        """The product of the digits' confidences: the probability that the whole
+        number is right, if the digits' errors are independent."""
+        return float(np.prod([r.confidence for r in self.digits]))
+
+    def __repr__(self) -> str:
+        return f"Number({self.number!r}, confidence={self.confidence:.4f}, source={self.source!r})"
 
 
 class Model:
@@ -142,18 +177,22 @@ def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None)
 
 def cuda_built() -> bool:
     """Whether this installation includes the CUDA backend module."""
-    return _native.cuda_module is not None or "cannot be loaded" in _native.cuda_missing_reason
+    return _native.cuda_built()
 
 
 def cuda_available() -> bool:
-    """Whether ``device="cuda"`` can run here (backend loaded and a GPU present). Never raises."""
+    """Whether ``device="cuda"`` can run here (backend loaded and a GPU present). Never raises.
+    Without an NVIDIA driver it answers without loading the CUDA libraries."""
     try:
-        return _native.cuda_module is not None and bool(_native.cuda_module.device_count() > 0)
+        return (_native.cuda_built() and _native.driver_present() and _native.cuda_module is not None
+                and bool(_native.cuda_module.device_count() > 0))
     except Exception:
         return False
 
 
 def _cuda_unavailable_reason() -> str:
+    if _native.cuda_built() and not _native.driver_present():
+        return "no NVIDIA driver (libcuda.so.1 not found)"
     if _native.cuda_module is None:
         return _native.cuda_missing_reason
     try:
@@ -242,13 +281,34 @@ class Engine:
         x = np.ascontiguousarray(x, dtype=np.float32)
         return self._executor.run(x)
 
-    def infer(self, images: Any) -> Union[Result, list[Result]]:
+    def infer(self, images: Any, mode: str = "auto",
+              on_error: Optional[Callable[[InputError], Any]] = None) -> Union[Result, list[Result]]:
         """Classifies images: a path, bytes of an encoded image, an array (one image
         or a batch), or a list of these (see ``lenet.preprocess``). One image gives
-        a ``Result``; a batch or a list gives a list of ``Result``."""
-        batch = to_batch(images, self.model.input_shape, self.input_scale, self.model.channels_first)
+        a ``Result``; a batch or a list gives a list of ``Result``.
+
+        ``mode``: "auto" (the default), "mnist" (the image already looks like MNIST:
+        only resized) or "photo" (a photo, scan or drawing: the digit is found and
+        normalized as MNIST was made); "auto" takes "mnist" for images of the model's
+        size with a dark background, "photo" for the rest. ``on_error``: for a list,
+        a callable given the InputError of each image that cannot be read or has no
+        digit; that image is left out of the results instead of failing the call."""
+        return self._classify(to_batch(images, self.model.input_shape, self.input_scale,
+                                       self.model.channels_first, mode, on_error))
+
+    def read_number(self, image: Any) -> Number:
+        """Reads a number written left to right in one image (a path, bytes or an
+        array): the digits are found and split (broken strokes merged, touching
+        digits split where their shape allows) and classified in one batch. Raises
+        InputError when there is no digit."""
+        batch, boxes, source = number_batch(image, self.model.input_shape, self.input_scale,
+                                            self.model.channels_first, self._executor.run)
+        return Number(self._classify(batch), boxes, source)
+
+    def _classify(self, batch: Batch) -> Union[Result, list[Result]]:
         probs = self._executor.run(batch.x)
-        results = [Result(int(np.argmax(p)), p, s) for p, s in zip(probs, batch.sources)]
+        results = [Result(int(np.argmax(p)), p, s, m, _input=row, _scale=self.input_scale)
+                   for p, s, m, row in zip(probs, batch.sources, batch.modes, batch.hwc)]
         return results[0] if batch.single else results
 
     def __repr__(self) -> str:
@@ -259,13 +319,25 @@ _default_engines: dict = {}
 _default_lock = threading.Lock()
 
 
-def infer(images: Any, *, weights: Union[str, os.PathLike, None] = None, device: str = "auto",
-          threads: Optional[int] = None) -> Union[Result, list[Result]]:
-    """Classifies images with the shipped default model (or ``weights``) on the best
-    available device. The Engine is built on first use and reused."""
+def _default_engine(weights: Union[str, os.PathLike, None], device: str, threads: Optional[int]) -> Engine:
     key = (os.fspath(weights) if weights is not None else None, device, threads)
     with _default_lock:
         engine = _default_engines.get(key)
         if engine is None:
             engine = _default_engines[key] = Engine(weights, device=device, threads=threads)
-    return engine.infer(images)
+    return engine
+
+
+def infer(images: Any, *, mode: str = "auto", weights: Union[str, os.PathLike, None] = None, device: str = "auto",
+          threads: Optional[int] = None) -> Union[Result, list[Result]]:
+    """Classifies images with the shipped default model (or ``weights``) on the best
+    available device (see ``Engine.infer`` for ``mode``). The Engine is built on
+    first use and reused."""
+    return _default_engine(weights, device, threads).infer(images, mode)
+
+
+def read_number(image: Any, *, weights: Union[str, os.PathLike, None] = None, device: str = "auto",
+                threads: Optional[int] = None) -> Number:
+    """Reads a number written left to right in one image (see ``Engine.read_number``)
+    with the shipped default model (or ``weights``), on the engine ``infer`` uses."""
+    return _default_engine(weights, device, threads).read_number(image)

@@ -1,0 +1,415 @@
+"""Real images: photos, scans and drawings of digits (lenet.photo, the photo and auto
+modes, read_number, the CLI's --mode, --digits and --debug-dir).
+
+Unit tests build their images from the shipped examples; the accuracy tests build
+photo-like images from MNIST test digits (tests/photo_fixtures.py) and skip, visibly,
+without the MNIST test set. `-s` prints the figures.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import cv2
+import numpy as np
+import pytest
+
+import lenet
+import photo_fixtures as pf
+from conftest import REPO
+from lenet import photo
+from lenet.preprocess import _exif_orientation, decode
+
+EXAMPLES = [cv2.imread(str(REPO / "examples" / f"digit-{d}.png"), cv2.IMREAD_GRAYSCALE) for d in range(10)]
+PAPER = (245, 241, 232)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return lenet.Engine(device="cpu")
+
+
+def ink_of(digit, height):
+    """A shipped example as ink coverage in [0, 1], cropped to the digit, `height` px tall."""
+    ys, xs = np.nonzero(EXAMPLES[digit])
+    crop = EXAMPLES[digit][ys.min():ys.max() + 1, xs.min():xs.max() + 1].astype(np.float32) / 255
+    size = (max(1, round(crop.shape[1] * height / crop.shape[0])), height)
+    return np.clip(cv2.resize(crop, size, interpolation=cv2.INTER_CUBIC), 0, 1)
+
+
+def page(alpha, size=(480, 640), at=(150, 200), ink=(20, 25, 60), paper=PAPER, light=None):
+    """RGB uint8 paper of `size` (h, w) with ink coverage `alpha` at `at` (y, x),
+    under an optional lighting field (h, w) in [0, 1]."""
+    img = np.empty((*size, 3), np.float32)
+    img[:] = paper
+    y, x = at
+    roi = img[y:y + alpha.shape[0], x:x + alpha.shape[1]]
+    roi += alpha[..., None] * (np.float32(ink) - roi)
+    if light is not None:
+        img *= light[..., None]
+    return img.clip(0, 255).astype(np.uint8)
+
+
+def encode(img, ext, params=()):
+    if img.ndim == 3:
+        img = cv2.cvtColor(img, cv2.COLOR_RGB2BGR if img.shape[2] == 3 else cv2.COLOR_RGBA2BGRA)
+    ok, buf = cv2.imencode(ext, img, list(params))
+    assert ok, ext
+    return buf.tobytes()
+
+
+def row(digits, height=90, gap=25, overlap=None):
+    """Ink coverage of the examples side by side; `overlap` (px) makes the first two touch."""
+    parts = [ink_of(d, height) for d in digits]
+    gaps = [gap] * (len(parts) - 1)
+    if overlap is not None:
+        gaps[0] = -overlap
+    out = np.zeros((height, sum(p.shape[1] for p in parts) + sum(gaps)), np.float32)
+    x = 0
+    for p, g in zip(parts, gaps + [0]):
+        np.maximum(out[:, x:x + p.shape[1]], p, out=out[:, x:x + p.shape[1]])
+        x += p.shape[1] + g
+    return out
+
+
+# ------------------------------------------------------------------ decoding
+
+@pytest.mark.parametrize("kind", ["png-gray", "png-rgb", "png-rgba", "png-16bit", "jpg", "bmp", "tiff", "webp"])
+def test_every_format_gives_the_digit(engine, kind):
+    img = page(ink_of(4, 120))
+    if kind == "png-gray" or kind == "png-16bit":
+        img = cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)
+        if kind == "png-16bit":
+            img = img.astype(np.uint16) * 257
+    elif kind == "png-rgba":
+        img = np.dstack([img, np.full(img.shape[:2], 255, np.uint8)])
+    ext = "." + kind.split("-")[0]
+    data = encode(img, ext)
+    assert decode(data, "x").shape[:2] == (480, 640)
+    r = engine.infer(data)
+    assert (r.digit, r.mode) == (4, "photo")
+
+
+def test_alpha_is_composited_on_white(engine):
+    # A drawing on a transparent canvas whose hidden colour is black: only alpha shows the digit.
+    rgba = np.zeros((300, 300, 4), np.uint8)
+    rgba[60:60 + 150, 100:100 + ink_of(2, 150).shape[1], 3] = np.round(ink_of(2, 150) * 255)
+    assert engine.infer(encode(rgba, ".png")).digit == 2
+    assert engine.infer(rgba).digit == 2  # the same as an array
+
+
+@pytest.mark.parametrize("orientation", [3, 6, 8])
+def test_exif_orientation_is_respected(engine, orientation, monkeypatch):
+    upright = page(ink_of(7, 150))
+    # Stored the way a phone held sideways stores it; the tag says how to turn it upright.
+    stored = {3: cv2.ROTATE_180, 6: cv2.ROTATE_90_COUNTERCLOCKWISE, 8: cv2.ROTATE_90_CLOCKWISE}[orientation]
+    data = pf.with_exif_orientation(encode(cv2.rotate(upright, stored), ".jpg", [cv2.IMWRITE_JPEG_QUALITY, 98]),
+                                    orientation)
+    got = decode(data, "x")
+    assert got.shape == upright.shape
+    assert np.abs(got.astype(int) - upright).mean() < 3
+    assert engine.infer(data).digit == 7
+    # OpenCV without imdecodeWithMetadata (before 4.12): decoded twice, the same pixels.
+    monkeypatch.delattr(cv2, "imdecodeWithMetadata", raising=False)
+    np.testing.assert_array_equal(decode(data, "x"), got)
+
+
+def test_exif_orientation_parser():
+    le = b"II*\x00" + (8).to_bytes(4, "little") + (1).to_bytes(2, "little") + \
+        (0x0112).to_bytes(2, "little") + (3).to_bytes(2, "little") + (1).to_bytes(4, "little") + \
+        (6).to_bytes(2, "little") + b"\0\0\0\0\0\0"
+    be = b"MM\x00*" + (8).to_bytes(4, "big") + (1).to_bytes(2, "big") + (0x0112).to_bytes(2, "big") + \
+        (3).to_bytes(2, "big") + (1).to_bytes(4, "big") + (8).to_bytes(2, "big") + b"\0\0\0\0\0\0"
+    assert _exif_orientation(le) == 6 and _exif_orientation(be) == 8
+    for bad in (b"", b"garbage", le[:12], b"II*\x00" + (999).to_bytes(4, "little")):
+        assert _exif_orientation(bad) == 1
+
+
+# ------------------------------------------------------------------ each step, on synthetic shapes
+
+def test_polarity():
+    assert photo.dark_ink(cv2.cvtColor(page(ink_of(3, 100)), cv2.COLOR_RGB2GRAY).astype(np.float32))
+    chalk = page(ink_of(3, 100), ink=(235, 235, 230), paper=(40, 55, 45))
+    assert not photo.dark_ink(cv2.cvtColor(chalk, cv2.COLOR_RGB2GRAY).astype(np.float32))
+    assert not photo.dark_ink(EXAMPLES[3].astype(np.float32))
+    dim = page(ink_of(3, 100), ink=(15, 15, 15), paper=(90, 85, 80))  # a dim photo: dark paper, darker ink
+    assert photo.dark_ink(cv2.cvtColor(dim, cv2.COLOR_RGB2GRAY).astype(np.float32))
+
+
+def test_uneven_lighting_is_evened_out():
+    bar = np.ones((200, 12), np.float32)
+    img = page(bar, at=(140, 80))
+    img[140:340, 540:552] = 30  # the same stroke at the other end
+    light = np.tile(np.linspace(1.0, 0.35, 640, dtype=np.float32), (480, 1))  # a deep shadow to the right
+    ink = photo.Page((img * light[..., None]).astype(np.uint8), "x").ink
+    lit, shaded = float(np.median(ink[160:320, 82:90])), float(np.median(ink[160:320, 542:550]))
+    assert lit > 0.6 and shaded > 0.6 and abs(lit - shaded) < 0.15 * lit
+    paper_only = np.ones_like(ink, bool)
+    paper_only[130:350, 70:100] = paper_only[130:350, 530:562] = False
+    assert np.percentile(ink[paper_only], 99.9) < 0.1
+
+
+def test_speckle_noise_is_ignored():
+    img = page(ink_of(5, 120), at=(180, 260))
+    rng = np.random.default_rng(0)
+    for _ in range(300):  # dust and salt-and-pepper noise, 1-3 px
+        y, x = rng.integers(0, 480), rng.integers(0, 640)
+        img[y:y + rng.integers(1, 4), x:x + rng.integers(1, 4)] = rng.choice([0, 255])
+    p = photo.Page(img, "x")
+    x, y, w, h = photo._union(p.boxes[photo.find_digit(p, "x")])
+    ys, xs = np.nonzero(ink_of(5, 120) > 0.3)
+    assert abs(x - (260 + xs.min())) <= 3 and abs(y - (180 + ys.min())) <= 3
+    assert abs(w - (xs.max() - xs.min() + 1)) <= 4 and abs(h - (ys.max() - ys.min() + 1)) <= 4
+
+
+def test_broken_strokes_are_one_digit():
+    alpha = ink_of(5, 120).copy()
+    alpha[28:34] = 0  # the 5's bar cut off from its body
+    p = photo.Page(page(alpha), "x")
+    ids = photo.find_digit(p, "x")
+    assert len(ids) >= 2
+    assert photo._union(p.boxes[ids])[3] >= 115
+
+
+@pytest.mark.parametrize("shape", ["bar", "wide", "blob"])
+def test_frame_is_drawn_as_mnist(shape):
+    alpha = np.zeros((200, 300), np.float32)
+    if shape == "bar":
+        alpha[20:180, 140:152] = 1
+    elif shape == "wide":
+        cv2.ellipse(alpha, (150, 100), (120, 40), 0, 0, 360, 1.0, 10)
+    else:
+        cv2.circle(alpha, (100, 120), 50, 1.0, -1)
+        cv2.line(alpha, (100, 120), (260, 40), 1.0, 12)
+    p = photo.Page(page(alpha, at=(100, 150)), "x")
+    f, box = photo.frame(p, photo.find_digit(p, "x"))
+    assert f.shape == (28, 28) and f.dtype == np.float32 and f.max() == pytest.approx(255)
+    ys, xs = np.nonzero(f > 10)
+    h, w = ys.max() - ys.min() + 1, xs.max() - xs.min() + 1
+    assert max(h, w) in (20, 21)  # the box, plus an anti-aliased edge
+    assert abs(w / h - box[2] / box[3]) < 0.25 * box[2] / box[3] + 0.1  # aspect kept
+    m = cv2.moments(f)
+    assert abs(m["m10"] / m["m00"] - 14) <= 0.51 and abs(m["m01"] / m["m00"] - 14) <= 0.51  # whole-pixel shift
+
+
+@pytest.mark.parametrize("thickness", [2, 40])
+def test_strokes_are_brought_to_mnist_width(thickness):
+    alpha = np.zeros((300, 300), np.float32)
+    cv2.ellipse(alpha, (150, 150), (90, 130), 0, 0, 360, 1.0, thickness)
+    p = photo.Page(page(alpha, size=(500, 500), at=(100, 100)), "x")
+    f, _ = photo.frame(p, photo.find_digit(p, "x"))
+    fine = cv2.resize(f / 255, (112, 112), interpolation=cv2.INTER_LINEAR)
+    lo, _, hi = photo.MNIST_STROKE
+    assert lo - 1.5 <= photo.stroke_width(fine) <= hi + 1.5
+
+
+def test_large_images_are_shrunk_early():
+    img = np.full((3000, 4000), 240, np.uint8)
+    img[1000:1400, 1500:1540] = 20
+    p = photo.Page(img, "x")
+    assert p.n == 5 and p.ink.shape == (600, 800)
+    assert p.fine_ink(300, 200, 8, 80).shape == (400, 40)
+    assert photo.Page(255 - EXAMPLES[1], "x").n == 1
+
+
+@pytest.mark.parametrize("blank", ["lit paper", "scan", "transparent", "black"])
+def test_a_blank_page_has_no_digit(engine, blank):
+    rng = np.random.default_rng(1)
+    if blank == "lit paper":  # uneven light, paper texture, JPEG
+        light = cv2.resize(rng.uniform(0.6, 1.0, (3, 4)).astype(np.float32), (640, 480), interpolation=cv2.INTER_CUBIC)
+        img = page(np.zeros((1, 1), np.float32), light=light)
+        img = encode(np.clip(img + rng.normal(0, 3, img.shape), 0, 255).astype(np.uint8), ".jpg")
+    elif blank == "scan":
+        img = np.full((600, 400), 250, np.uint8)
+    elif blank == "transparent":
+        img = np.zeros((300, 300, 4), np.uint8)
+    else:
+        img = np.zeros((300, 300), np.uint8)
+    with pytest.raises(lenet.InputError, match="no digit found"):
+        engine.infer(img, mode="photo")
+
+
+# ------------------------------------------------------------------ modes and the API
+
+def test_auto_mode_rule(engine):
+    mnist_like = EXAMPLES[6]
+    inverted = 255 - EXAMPLES[6]                 # 28x28 but dark on light
+    bigger = cv2.resize(EXAMPLES[6], (112, 112))  # light on dark but not the model's size
+    out = engine.infer([mnist_like, inverted, bigger])
+    assert [r.mode for r in out] == ["mnist", "photo", "photo"]
+    assert [r.digit for r in out] == [6, 6, 6]
+    # One vectorized decision for a batch of the model's size; mixed batches per image.
+    assert {r.mode for r in engine.infer(np.stack(EXAMPLES))} == {"mnist"}
+    assert [r.mode for r in engine.infer(np.stack([mnist_like, inverted]))] == ["mnist", "photo"]
+    assert [r.mode for r in engine.infer(np.stack([mnist_like, inverted]), mode="mnist")] == ["mnist", "mnist"]
+    with pytest.raises(lenet.InputError, match="mode"):
+        engine.infer(mnist_like, mode="camera")
+
+
+def test_photo_mode_reads_the_examples(engine):
+    assert [r.digit for r in engine.infer(list(EXAMPLES), mode="photo")] == list(range(10))
+    assert [r.digit for r in lenet.infer([255 - e for e in EXAMPLES], device="cpu")] == list(range(10))
+
+
+def test_result_image_is_what_the_network_saw(engine):
+    r = engine.infer(EXAMPLES[2])
+    np.testing.assert_array_equal(r.image, EXAMPLES[2])
+    img = page(ink_of(2, 150))
+    r = engine.infer(img)
+    assert r.image.shape == (28, 28) and r.image.dtype == np.uint8
+    np.testing.assert_allclose(r.image, np.rint(photo.to_mnist(img)), atol=1)
+    assert lenet.Result(2, r.probabilities).image is None
+
+
+def test_a_list_with_bad_images_reports_them(engine, tmp_path):
+    errors = []
+    out = engine.infer([EXAMPLES[1], np.full((100, 100), 255, np.uint8), str(tmp_path / "gone.png"),
+                        encode(page(ink_of(8, 100)), ".jpg")], on_error=errors.append)
+    assert [(r.source, r.digit) for r in out] == [("<input 0>", 1), ("<input 3>", 8)]
+    assert len(errors) == 2 and "no digit found" in str(errors[0]) and "no such file" in str(errors[1])
+    with pytest.raises(lenet.InputError, match="no digit found"):
+        engine.infer([np.full((100, 100), 255, np.uint8)])
+
+
+# ------------------------------------------------------------------ numbers
+
+def test_read_number(engine):
+    img = page(row([4, 0, 7, 1]), size=(300, 700), at=(100, 120))
+    n = engine.read_number(encode(img, ".jpg"))
+    assert n.number == "4071" and n.source == "<bytes>"
+    assert len(n.digits) == len(n.boxes) == 4
+    assert [b[0] for b in n.boxes] == sorted(b[0] for b in n.boxes)
+    assert n.confidence == pytest.approx(np.prod([r.confidence for r in n.digits]))
+    assert all(r.mode == "photo" and r.image.shape == (28, 28) for r in n.digits)
+    assert lenet.read_number(img, device="cpu").number == "4071"
+
+
+def test_read_number_joins_broken_strokes_and_cuts_touching_digits(engine):
+    alpha = row([5, 2, 3, 8])
+    alpha[25:31, :60] = 0  # the 5's bar cut off from its body
+    assert engine.read_number(page(alpha, size=(300, 700), at=(100, 120))).number == "5238"
+    touching = row([6, 3, 9], overlap=4)  # the 6 runs into the 3
+    assert engine.read_number(page(touching, size=(300, 600), at=(100, 120))).number == "639"
+
+
+def test_read_number_errors(engine):
+    with pytest.raises(lenet.InputError, match="no digit found"):
+        engine.read_number(np.full((200, 400), 250, np.uint8))
+    with pytest.raises(lenet.InputError, match="one image"):
+        engine.read_number(np.stack(EXAMPLES))
+
+
+# ------------------------------------------------------------------ the CLI
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "lenet.cli", "--device", "cpu", *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_digits_mode_and_debug_dir(tmp_path):
+    number, digit, blank = tmp_path / "number.jpg", tmp_path / "digit.png", tmp_path / "blank.png"
+    cv2.imwrite(str(number), cv2.cvtColor(page(row([4, 0, 7, 1]), size=(300, 700), at=(100, 120)), cv2.COLOR_RGB2BGR))
+    cv2.imwrite(str(digit), cv2.cvtColor(page(ink_of(9, 140)), cv2.COLOR_RGB2BGR))
+    cv2.imwrite(str(blank), np.full((300, 300), 250, np.uint8))
+
+    out = cli("--digits", "--debug-dir", tmp_path / "seen", number, blank)
+    assert out.returncode == 1
+    assert re.fullmatch(r".*number\.jpg: 4071 \(\d+\.\d%\)  \[4: \d+\.\d%, 0: \d+\.\d%, 7: \d+\.\d%, 1: \d+\.\d%\]\n",
+                        out.stdout), out.stdout
+    assert "blank.png" in out.stderr and "no digit found" in out.stderr
+    assert sorted(os.listdir(tmp_path / "seen")) == [f"number-{k}.png" for k in range(1, 5)]
+    assert cv2.imread(str(tmp_path / "seen" / "number-3.png"), cv2.IMREAD_UNCHANGED).shape == (28, 28)
+
+    out = cli("--json", "--digits", number)
+    rec = json.loads(out.stdout)
+    assert rec["number"] == "4071" and [d["digit"] for d in rec["digits"]] == [4, 0, 7, 1]
+    assert len(rec["digits"][0]["box"]) == 4
+
+    out = cli("--debug-dir", tmp_path / "seen2", digit, blank, REPO / "examples" / "digit-3.png")
+    assert out.returncode == 1 and "no digit found" in out.stderr
+    assert [line.split(": ")[1][0] for line in out.stdout.splitlines()] == ["9", "3"]
+    assert sorted(os.listdir(tmp_path / "seen2")) == ["digit-3.png", "digit.png"]
+    np.testing.assert_array_equal(cv2.imread(str(tmp_path / "seen2" / "digit-3.png"), cv2.IMREAD_GRAYSCALE),
+                                  EXAMPLES[3])
+
+    out = cli("--mode", "mnist", "--json", digit)  # forced: a plain resize of the page
+    assert json.loads(out.stdout)["mode"] == "mnist"
+    out = cli("--help")
+    assert all(o in out.stdout for o in ("--mode", "--digits", "--debug-dir"))
+
+
+# ------------------------------------------------------------------ accuracy on photo-like MNIST digits
+
+def test_photo_mode_on_mnist_digits_themselves(engine, mnist_test):
+    """The photo path must not lose what the plain path gets on MNIST itself: dark
+    on light at 28x28, and white on black at 4x the size."""
+    images, labels = mnist_test
+    x, y = images[:2000], labels[:2000]
+    plain = np.mean([r.digit for r in engine.infer(x)] == y)
+    small = np.mean([r.digit for r in engine.infer(list(255 - x), mode="photo")] == y)
+    big = np.mean([r.digit for r in engine.infer([cv2.resize(d, (112, 112), interpolation=cv2.INTER_CUBIC)
+                                                  for d in x[:500]])] == y[:500])
+    print(f"\nMNIST test digits 0..1999: mnist path {plain:.4f}; photo path, dark on light 28x28 {small:.4f}; "
+          f"digits 0..499 at 112x112 {big:.4f}")
+    assert small >= plain - 0.01 and big >= plain - 0.015
+
+
+def test_single_digit_photos(engine, mnist_test):
+    """1,000 photo-like images of single MNIST test digits (photo_fixtures): the
+    photo path reads at least 97%; the plain resize is reported beside it."""
+    images, labels = mnist_test
+    t = time.perf_counter()
+    data = pf.generate(pf.single_digit_image, images, labels, 1000, seed=11)
+    made = time.perf_counter() - t
+    decoded = [decode(b, f"<image {i}>") for i, (b, _, _) in enumerate(data)]
+    truth = np.array([label for _, label, _ in data])
+    t = time.perf_counter()
+    got = np.array([r.digit for r in engine.infer(decoded, mode="photo")])
+    took = time.perf_counter() - t
+    plain = np.array([r.digit for r in engine.infer(decoded, mode="mnist")])
+    raw = np.array([r.digit for r in engine.infer(images[[k for _, _, k in data]])])
+    sizes = np.array([d.shape[0] * d.shape[1] for d in decoded])
+    print(f"\n1000 single-digit images ({sizes.min() / 1e6:.2f}-{sizes.max() / 1e6:.2f} MP, made in {made:.1f} s): "
+          f"photo path {np.mean(got == truth):.4f} ({1000 * took / len(data):.1f} ms/image after decoding), "
+          f"plain resize {np.mean(plain == truth):.4f}; the same digits as MNIST arrays {np.mean(raw == truth):.4f}")
+    # The auto mode takes the photo path for files, and bytes decode as above.
+    assert [r.digit for r in engine.infer([b for b, _, _ in data[:50]])] == list(got[:50])
+    assert np.mean(got == truth) >= 0.97
+
+
+def test_numbers(engine, mnist_test):
+    """Rows of 2 to 6 MNIST test digits (a few touching): at least 90% read whole."""
+    images, labels = mnist_test
+    data = pf.generate(pf.number_image, images, labels, 300, seed=12)
+    got = [engine.read_number(b).number for b, _, _ in data]
+    whole = np.mean([g == n for g, (_, n, _) in zip(got, data)])
+    length = np.mean([len(g) == len(n) for g, (_, n, _) in zip(got, data)])
+    readable = [all(r.digit == labels[k] for r, k in zip(engine.infer(images[picks]), picks)) for _, _, picks in data]
+    ceiling = np.mean(readable)
+    print(f"\n300 numbers of 2-6 digits: read whole {whole:.3f}, right length {length:.3f}; "
+          f"numbers whose digits the model reads as MNIST arrays {ceiling:.3f}")
+    assert whole >= 0.90
+
+
+def test_a_12_megapixel_photo(engine, mnist_test):
+    images, labels = mnist_test
+    rng = np.random.default_rng(5)
+    h, w = 3000, 4000
+    light = cv2.resize(rng.uniform(0.6, 1.0, (3, 4)).astype(np.float32), (w, h), interpolation=cv2.INTER_CUBIC)
+    img = page(pf.digit_alpha(images[1], 300, rng, 0.0), size=(h, w), at=(1200, 2500), light=light)
+    grain = np.tile(pf.NOISE[:1000, :1000], (3, 4)).astype(np.int16)[..., None] // 4 - 32  # sensor noise, sigma 4
+    data = encode(np.clip(img + grain, 0, 255).astype(np.uint8), ".jpg", [cv2.IMWRITE_JPEG_QUALITY, 90])
+    engine.infer(data)
+    t = time.perf_counter()
+    r = engine.infer(data)
+    took = time.perf_counter() - t
+    small = encode(255 - images[1], ".png")
+    t = time.perf_counter()
+    engine.infer(small)
+    small_took = time.perf_counter() - t
+    print(f"\n12 MP JPEG ({len(data) / 1e6:.1f} MB): {1000 * took:.0f} ms (decoding included); "
+          f"28x28 PNG in photo mode: {1000 * small_took:.1f} ms")
+    assert r.digit == labels[1]
