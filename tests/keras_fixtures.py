@@ -26,6 +26,8 @@ import shutil
 import tempfile
 import warnings
 import atexit
+
+import pytest
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -504,3 +506,16 @@ if __name__ == "__main__":      # python tests/keras_fixtures.py [DIR]: write an
         print(f"{f.name:24s} {f.weights.name:32s} {f.arch.name if f.arch else '':24s} {f.data_format:15s} "
               f"{f.expected.shape} {f.notes}")
     print(f"{len(fx)} fixtures in {target} ({time.perf_counter() - t:.1f} s)")
+
+
+# Shared by the loader and parity tests: the fixture set, built once per session.
+@pytest.fixture(scope="session")
+def fixtures():
+    return get_fixtures()
+
+
+def fixture(fixtures, name):
+    """One fixture by name; skips visibly when its Keras flavour is not installed."""
+    if name not in fixtures:
+        pytest.skip(f"{name}: {FIXTURES[name]} (tf_keras for keras2) is not installed")
+    return fixtures[name]

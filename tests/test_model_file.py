@@ -20,22 +20,11 @@ h5py = pytest.importorskip("h5py")
 keras = pytest.importorskip("keras")
 
 import keras_fixtures as kf  # noqa: E402
-from keras_fixtures import FIXTURES  # noqa: E402
+from keras_fixtures import FIXTURES, fixture, fixtures  # noqa: E402
 
 import lenet.model_file as mf  # noqa: E402
 from lenet.errors import Error, ModelFileError, UnsupportedModelError  # noqa: E402
 from lenet.model_file import load_spec  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def fixtures():
-    return kf.get_fixtures()
-
-
-def fixture(fixtures, name):
-    if name not in fixtures:
-        pytest.skip(f"{name}: {FIXTURES[name]} (tf_keras for keras2) is not installed")
-    return fixtures[name]
 
 
 # ------------------------------------------------------------------ NumPy interpreter

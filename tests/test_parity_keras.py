@@ -18,23 +18,12 @@ import lenet  # noqa: E402
 from lenet.model_file import SHIPPED_MODELS, load_spec, shipped_weights  # noqa: E402
 
 import keras_fixtures as kf  # noqa: E402
-from keras_fixtures import FIXTURES, keras_predict, softmax  # noqa: E402
+from keras_fixtures import FIXTURES, fixture, fixtures, keras_predict, softmax  # noqa: E402
 
 TOL = 1e-5
 TIE = 1e-6     # a Keras top-2 gap below this is a tie at float32 resolution: either class is right
 N_MNIST_FIXTURE = 200
 N_MNIST_SHIPPED = 1000
-
-
-@pytest.fixture(scope="session")
-def fixtures():
-    return kf.get_fixtures()
-
-
-def fixture(fixtures, name):
-    if name not in fixtures:
-        pytest.skip(f"{name}: {FIXTURES[name]} (tf_keras for keras2) is not installed")
-    return fixtures[name]
 
 
 def engine(weights, arch=None):
