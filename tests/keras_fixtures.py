@@ -26,11 +26,11 @@ import shutil
 import tempfile
 import warnings
 import atexit
-
-import pytest
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
+
+import pytest
 
 import numpy as np
 
