@@ -13,6 +13,9 @@ import lenet
 from lenet import _core
 
 RNG = np.random.default_rng(1234)
+# Every CPU kernel set this machine runs (hand-written per instruction set, then
+# the im2col + OpenBLAS reference): each op is checked on each.
+KERNELS = _core.cpu_kernel_sets()
 
 
 def tf_same(n, k, s):
@@ -80,11 +83,11 @@ def layer(kind, **kw):
     return l
 
 
-def run(layers, x, threads=1, channels_first=False):
+def run(layers, x, threads=1, channels_first=False, kernels="auto"):
     hwc = x.shape[1:] if not channels_first else (x.shape[2], x.shape[3], x.shape[1])
     fmt = _core.DataFormat.channels_first if channels_first else _core.DataFormat.channels_last
     net = _core.Network(layers, tuple(int(v) for v in hwc), fmt, "test", classifier=False)
-    ex = _core.Executor(net, "cpu", threads)
+    ex = _core.Executor(net, "cpu", threads, cpu_kernels=kernels)
     return ex.run(np.ascontiguousarray(x, dtype=np.float32))
 
 
@@ -99,17 +102,22 @@ CONV_CASES = [
     (5, 5, 1, 2, (5, 5), (1, 1), "valid", "linear", True),      # kernel as large as the input
     (8, 8, 3, 7, (3, 3), (3, 3), "valid", "relu", False),
     (1, 1, 5, 4, (3, 3), (1, 1), "same", "linear", True),       # all padding but the centre
+    (14, 14, 32, 64, (5, 5), (1, 1), "same", "relu", True),     # lenet-tf conv2: 4 channel blocks
+    (31, 30, 3, 33, (3, 3), (1, 1), "valid", "relu", True),     # 3 blocks, the last 1 channel; uneven tiles
+    (6, 17, 2, 70, (2, 2), (1, 2), "same", "linear", True),     # 4 blocks + 1
 ]
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("h,w,ci,co,k,s,pad,act,bias", CONV_CASES)
 @pytest.mark.parametrize("n", [1, 3, 70])
-def test_conv2d(h, w, ci, co, k, s, pad, act, bias, n):
+def test_conv2d(h, w, ci, co, k, s, pad, act, bias, n, kernels):
     x = RNG.standard_normal((n, h, w, ci)).astype(np.float32)
-    wt = RNG.standard_normal((k[0], k[1], ci, co)).astype(np.float32)
+    # Scaled as trained weights are (He), so outputs stay O(1) for every fan-in.
+    wt = (RNG.standard_normal((k[0], k[1], ci, co)) / math.sqrt(k[0] * k[1] * ci)).astype(np.float32)
     b = RNG.standard_normal(co).astype(np.float32) if bias else None
     got = run([layer("conv2d", kernel=k, strides=s, same_padding=pad == "same", filters=co, activation=act,
-                     weights=wt, bias=b)], x, threads=2)
+                     weights=wt, bias=b)], x, threads=2, kernels=kernels)
     want = ref_conv(x, wt, b, s, pad, act).reshape(n, -1)
     np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
 
@@ -124,21 +132,25 @@ POOL_CASES = [
 ]
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("h,w,c,k,s,pad", POOL_CASES)
 @pytest.mark.parametrize("kind", ["max", "avg"])
-def test_pool2d(h, w, c, k, s, pad, kind):
+def test_pool2d(h, w, c, k, s, pad, kind, kernels):
     x = RNG.standard_normal((5, h, w, c)).astype(np.float32)
-    got = run([layer(f"{kind}_pool2d", kernel=k, strides=s, same_padding=pad == "same")], x)
+    got = run([layer(f"{kind}_pool2d", kernel=k, strides=s, same_padding=pad == "same")], x, kernels=kernels)
     np.testing.assert_allclose(got, ref_pool(x, k, s, pad, kind).reshape(5, -1), atol=1e-6, rtol=1e-6)
 
 
-@pytest.mark.parametrize("n", [1, 2, 65])
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("n,units", [(1, 11), (2, 11), (16, 70), (17, 70), (65, 11), (3, 1024)])
 @pytest.mark.parametrize("act", ["linear", "relu", "tanh", "sigmoid"])
-def test_dense(n, act):
+def test_dense(n, units, act, kernels):
+    # Up to 16 images per plan run the direct kernel, more run SGEMM (dense.cpp).
     x = RNG.standard_normal((n, 1, 1, 37)).astype(np.float32)
-    w = RNG.standard_normal((37, 11)).astype(np.float32)
-    b = RNG.standard_normal(11).astype(np.float32)
-    got = run([layer("flatten"), layer("dense", units=11, activation=act, weights=w, bias=b)], x, threads=2)
+    w = RNG.standard_normal((37, units)).astype(np.float32)
+    b = RNG.standard_normal(units).astype(np.float32)
+    got = run([layer("flatten"), layer("dense", units=units, activation=act, weights=w, bias=b)], x, threads=1,
+              kernels=kernels)
     want = ref_act(x.reshape(n, 37).astype(np.float64) @ w + b, act)
     np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
 
@@ -186,6 +198,14 @@ def test_batch_split_matches_single_images(threads):
     whole = run(layers, x, threads=threads)
     one = np.concatenate([run(layers, x[i:i + 1]) for i in range(0, 131, 13)])
     np.testing.assert_allclose(whole[::13], one, atol=1e-6, rtol=1e-6)
+
+
+def test_cpu_kernel_sets():
+    assert KERNELS[-1] == "blas" and "generic" in KERNELS
+    assert lenet.cpu_kernel_sets() == KERNELS
+    with pytest.raises(lenet.InputError, match="not available"):
+        run([layer("max_pool2d", kernel=(2, 2), strides=(2, 2))], np.zeros((1, 4, 4, 1), np.float32),
+            kernels="neon")
 
 
 def test_a_network_that_computes_nothing_is_refused():

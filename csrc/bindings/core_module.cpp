@@ -7,6 +7,7 @@
 
 #include "../backends/backend.h"
 #include "../backends/cpu/cpu_backend.h"
+#include "../backends/cpu/direct.h"
 #include "../net/errors.h"
 #include "../net/executor.h"
 #include "../net/network.h"
@@ -153,21 +154,39 @@ PYBIND11_MODULE(_core, m) {
 
     py::class_<Executor>(m, "Executor")
         .def(py::init([](std::shared_ptr<Network> net, const std::string& device, int threads, bool allow_tf32,
-                         bool cuda_graphs) {
+                         bool cuda_graphs, const std::string& cpu_kernels) {
                  BackendOptions options;
                  options.threads = threads;
                  options.allow_tf32 = allow_tf32;
                  options.cuda_graphs = cuda_graphs;
+                 options.cpu_kernels = cpu_kernels;
                  return std::make_unique<Executor>(net, make_backend(device, options), threads);
              }),
              py::arg("network"), py::arg("device"), py::arg("threads"), py::arg("allow_tf32") = false,
-             py::arg("cuda_graphs") = true)
+             py::arg("cuda_graphs") = true, py::arg("cpu_kernels") = "auto")
         .def("run", &run, py::arg("x"), "Probabilities (n, classes) for a C-contiguous float32 batch.")
         .def_property_readonly("device", [](const Executor& e) { return e.backend().name(); })
         .def_property_readonly("description", [](const Executor& e) { return e.backend().description(); })
         .def_property_readonly("threads", &Executor::threads);
 
     m.def("blas_config", &cpu::blas_info, "The OpenBLAS build the CPU backend runs on.");
+    m.def(
+        "cpu_kernel_sets",
+        [] {
+            std::vector<std::string> names;
+            for (const auto* t : cpu::supported_tables()) names.push_back(t->isa);
+            names.push_back("blas");
+            return names;
+        },
+        "The CPU kernel sets this CPU runs, best first, then the BLAS reference path.");
+    m.def(
+        "mac_rate",
+        [](int threads, double seconds) {
+            py::gil_scoped_release release;
+            return cpu::measure_mac_rate(threads, seconds);
+        },
+        py::arg("threads") = 1, py::arg("seconds") = 0.2,
+        "Measured FP32 multiply-adds per second per thread, in GMAC/s, with `threads` threads busy.");
     m.def("backend_registered", &backend_registered, py::arg("name"));
     m.attr("__version__") = LENET_VERSION;
 }

@@ -16,6 +16,13 @@ from .model_file import SHIPPED_MODELS, shipped_weights
 __version__ = _core.__version__
 
 
+def cpu_kernel_sets() -> list:
+    """The CPU kernel sets this CPU runs, best first ("avx512", "avx2", "generic"),
+    then "blas" (the im2col + OpenBLAS reference path): values for
+    ``Engine(cpu_kernels=...)``."""
+    return list(_core.cpu_kernel_sets())
+
+
 def info() -> dict:
     """Version, backends built and usable, and the libraries they run on."""
     from . import _native
@@ -25,6 +32,7 @@ def info() -> dict:
         "backends_built": ["cpu"] + (["cuda"] if cuda_built() else []),
         "cuda_available": cuda_available(),
         "cpu_blas": _core.blas_config(),
+        "cpu_kernels": cpu_kernel_sets()[0],
     }
     if _native.cuda_module is not None:
         out.update(_native.cuda_module.info())
@@ -36,6 +44,6 @@ def info() -> dict:
 __all__ = [
     "DEFAULT_MODEL", "SHIPPED_MODELS", "Engine", "Model", "Number", "Result", "infer", "read_number", "load", "info",
     "shipped_weights",
-    "cuda_available", "cuda_built", "default_threads",
+    "cuda_available", "cuda_built", "cpu_kernel_sets", "default_threads",
     "Error", "ModelError", "ModelFileError", "UnsupportedModelError", "InputError", "CudaError",
 ]

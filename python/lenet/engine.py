@@ -237,12 +237,16 @@ class Engine:
     ``input_scale`` overrides the pixel scale the file records. CUDA only:
     ``allow_tf32`` permits TF32 tensor-core math (faster, no longer within 1e-5 of
     Keras); ``cuda_graphs=False`` launches each layer instead of replaying a graph.
+    CPU only: ``cpu_kernels`` is "auto" (the best hand-written kernels this CPU
+    runs), "avx512", "avx2", "generic", or "blas" (im2col + OpenBLAS SGEMM: the
+    reference path); ``lenet.cpu_kernel_sets()`` lists what this CPU runs.
     One Engine may be called from several threads at once.
     """
 
     def __init__(self, weights: Union[str, os.PathLike, Model, None] = None, device: str = "auto",
                  threads: Optional[int] = None, *, arch: Optional[str] = None,
-                 input_scale: Optional[float] = None, allow_tf32: bool = False, cuda_graphs: bool = True):
+                 input_scale: Optional[float] = None, allow_tf32: bool = False, cuda_graphs: bool = True,
+                 cpu_kernels: str = "auto"):
         self.model = weights if isinstance(weights, Model) else load(weights, arch=arch)
         if threads is None:
             threads = default_threads()
@@ -252,7 +256,10 @@ class Engine:
             raise InputError(f"input_scale must be a finite number, got {input_scale!r}")
         self.input_scale = float(input_scale) if input_scale is not None else self.model.input_scale
         self.device = _resolve_device(device)
-        self._executor = _core.Executor(self.model._network, self.device, threads, allow_tf32, cuda_graphs)
+        if not isinstance(cpu_kernels, str):
+            raise InputError(f"cpu_kernels must be a string, got {cpu_kernels!r}")
+        self._executor = _core.Executor(self.model._network, self.device, threads, allow_tf32, cuda_graphs,
+                                        cpu_kernels)
 
     @property
     def threads(self) -> int:

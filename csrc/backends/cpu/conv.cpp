@@ -1,5 +1,7 @@
-// Convolution as im2col + SGEMM over NHWC: each output pixel becomes one row of
-// kh*kw*ci input values, and rows times the HWIO kernel matrix give NHWC output.
+// Convolutions over NHWC, two ways. Direct (the default): the image is copied
+// into a zero-bordered scratch once and the packed kernel accumulates whole
+// windows in registers (direct_kernels.cpp). BLAS (the reference, and
+// cpu_kernels="blas"): im2col rows times the HWIO kernel matrix on SGEMM.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -10,17 +12,57 @@
 namespace lenet::cpu {
 namespace {
 
+class DirectConv2d : public Kernel {
+public:
+    DirectConv2d(const Step& s, const KernelTable& table, const PackedWeights& packed)
+        : s_(s), table_(table), packed_(packed) {
+        padded_ = s.pad.top || s.pad.bottom || s.pad.left || s.pad.right;
+        ph_ = s.in.h + s.pad.top + s.pad.bottom;
+        pw_ = s.in.w + s.pad.left + s.pad.right;
+        // Borders are written once, here; run() only fills the interior.
+        if (padded_) scratch_.assign(size_t(ph_) * pw_ * s.in.c, 0.f);
+    }
+
+    void run(const float* x, float* y, int n) override {
+        const Dims in = s_.in, out = s_.out;
+        const size_t row = size_t(in.w) * in.c;
+        ConvArgs a{nullptr, ph_, pw_, in.c, out.h, out.w, s_.kh, s_.kw, s_.sh, s_.sw,
+                   packed_.w.data(), packed_.bias.data(), out.c, s_.act, nullptr};
+        for (int b = 0; b < n; ++b) {
+            const float* image = x + b * in.size();
+            if (padded_) {
+                for (int iy = 0; iy < in.h; ++iy)
+                    std::memcpy(scratch_.data() + ((size_t(iy) + s_.pad.top) * pw_ + s_.pad.left) * in.c,
+                                image + iy * row, row * sizeof(float));
+                image = scratch_.data();
+            }
+            a.x = image;
+            a.y = y + b * out.size();
+            table_.conv(a);
+        }
+        if (s_.act != Act::relu) apply_activation(s_.act, y, size_t(n) * out.size());
+    }
+
+private:
+    const Step& s_;
+    const KernelTable& table_;
+    const PackedWeights& packed_;
+    bool padded_;
+    int ph_, pw_;
+    AlignedFloats scratch_;
+};
+
 // Rows of the im2col matrix per GEMM call: keeps the patch tile within ~1 MiB (L2).
 constexpr size_t kTileFloats = 1 << 18;
 
-class Conv2d : public Kernel {
+class BlasConv2d : public Kernel {
 public:
-    Conv2d(const Step& s, int capacity) : s_(s), k_(s.kh * s.kw * s.in.c) {
-        direct_ = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.pad.top == 0 && s.pad.bottom == 0 &&
-                  s.pad.left == 0 && s.pad.right == 0;
+    BlasConv2d(const Step& s, int capacity) : s_(s), k_(s.kh * s.kw * s.in.c) {
+        one_by_one_ = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.pad.top == 0 && s.pad.bottom == 0 &&
+                      s.pad.left == 0 && s.pad.right == 0;
         const size_t rows = size_t(capacity) * s.out.h * s.out.w;
         tile_rows_ = int(std::min(rows, std::max<size_t>(1, kTileFloats / k_)));
-        if (!direct_) patches_.resize(size_t(tile_rows_) * k_);
+        if (!one_by_one_) patches_.resize(size_t(tile_rows_) * k_);
     }
 
     void run(const float* x, float* y, int n) override {
@@ -30,8 +72,8 @@ public:
             const int m = int(std::min<int64_t>(tile_rows_, rows - r0));
             float* out = y + r0 * co;
             for (int r = 0; r < m; ++r) std::memcpy(out + size_t(r) * co, s_.bias.data(), co * sizeof(float));
-            const float* a = direct_ ? x + r0 * k_ : patches_.data();
-            if (!direct_) im2col(x, r0, m);
+            const float* a = one_by_one_ ? x + r0 * k_ : patches_.data();
+            if (!one_by_one_) im2col(x, r0, m);
             blas::sgemm_nn(m, co, k_, a, k_, s_.weights.data(), co, 1.f, out, co);
             apply_activation(s_.act, out, size_t(m) * co);
         }
@@ -75,13 +117,17 @@ private:
 
     const Step& s_;
     const int k_;
-    bool direct_;
+    bool one_by_one_;
     int tile_rows_;
     std::vector<float> patches_;
 };
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_conv2d(const Step& s, int capacity) { return std::make_unique<Conv2d>(s, capacity); }
+std::unique_ptr<Kernel> make_conv2d(const Step& s, const KernelTable* table, const PackedWeights* packed,
+                                    int capacity) {
+    if (table && packed) return std::make_unique<DirectConv2d>(s, *table, *packed);
+    return std::make_unique<BlasConv2d>(s, capacity);
+}
 
 }  // namespace lenet::cpu

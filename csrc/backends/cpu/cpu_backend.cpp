@@ -1,6 +1,8 @@
-// The CPU backend: host memory, NHWC, OpenBLAS single-threaded inside each
-// kernel. Parallelism comes from the executor running one plan per thread on
-// its share of the batch, so BLAS threads and ours never multiply.
+// The CPU backend: host memory, NHWC; direct kernels for the instruction set
+// of this CPU (direct.h), OpenBLAS for large GEMMs and as the reference path,
+// single-threaded inside each kernel. Parallelism comes from the executor
+// running one plan per thread on its share of the batch, so BLAS threads and
+// ours never multiply.
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -24,7 +26,10 @@ public:
 
 class CpuBackend : public Backend {
 public:
-    explicit CpuBackend(const BackendOptions& options) : threads_(std::max(1, options.threads)) {
+    explicit CpuBackend(const BackendOptions& options)
+        : threads_(std::max(1, options.threads)),
+          table_(options.cpu_kernels == "blas" ? nullptr : table_named(options.cpu_kernels)),
+          pool_table_(table_ ? table_ : supported_tables().front()) {
         // BLAS runs inside our own threads: one BLAS thread each.
         static std::once_flag once;
         std::call_once(once, [] { blas::set_threads(1); });
@@ -32,7 +37,8 @@ public:
 
     std::string name() const override { return "cpu"; }
     std::string description() const override {
-        return "CPU, " + std::to_string(threads_) + " thread" + (threads_ > 1 ? "s" : "") + ", " + blas::config();
+        return "CPU, " + std::to_string(threads_) + " thread" + (threads_ > 1 ? "s" : "") + ", " +
+               (table_ ? std::string(table_->isa) + " kernels, " : std::string("BLAS kernels, ")) + blas::config();
     }
     Layout layout() const override { return Layout::nhwc; }
     int max_batch() const override { return kMaxBatch; }
@@ -40,15 +46,25 @@ public:
     int plan_capacity(int n) const override { return pow2_capacity(n, kMaxBatch); }
     int parallelism() const override { return threads_; }
 
-    // Nothing to convert or upload: kernels use the Step's canonical weights.
-    std::shared_ptr<const StepConstants> prepare(const Step&) override { return nullptr; }
+    // Conv and dense weights packed once for the direct kernels; the BLAS path
+    // reads the Step's canonical weights.
+    std::shared_ptr<const StepConstants> prepare(const Step& s) override {
+        if (!table_ || (s.op != OpKind::conv2d && s.op != OpKind::dense)) return nullptr;
+        auto p = std::make_shared<PackedStep>();
+        if (s.op == OpKind::conv2d)
+            p->packed = pack(s.weights, s.bias, s.kh, s.kw, s.in.c, s.out.c);
+        else
+            p->packed = pack(s.weights, s.bias, 1, 1, int(s.in.size()), s.out.c);
+        return p;
+    }
 
-    std::unique_ptr<Kernel> kernel(const Step& step, const StepConstants*, int capacity) override {
+    std::unique_ptr<Kernel> kernel(const Step& step, const StepConstants* constants, int capacity) override {
+        const auto* packed = constants ? &static_cast<const PackedStep*>(constants)->packed : nullptr;
         switch (step.op) {
-            case OpKind::conv2d: return make_conv2d(step, capacity);
-            case OpKind::dense: return make_dense(step);
+            case OpKind::conv2d: return make_conv2d(step, table_, packed, capacity);
+            case OpKind::dense: return make_dense(step, table_, packed);
             case OpKind::max_pool2d:
-            case OpKind::avg_pool2d: return make_pool2d(step);
+            case OpKind::avg_pool2d: return make_pool2d(step, *pool_table_);
             default: return make_elementwise(step);
         }
     }
@@ -64,6 +80,8 @@ public:
 
 private:
     int threads_;
+    const KernelTable* table_;       // null: cpu_kernels="blas"
+    const KernelTable* pool_table_;  // pooling has no BLAS form: the best table
 };
 
 }  // namespace

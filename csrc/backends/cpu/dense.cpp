@@ -1,4 +1,7 @@
-// Dense layers on SGEMM (SGEMV for a single image): y = x W + b, W (in, out).
+// Dense layers, y = x W + b with W (in, out). A few images: the direct kernel
+// (a dense layer is a 1x1 convolution over n "pixels"), which skips BLAS's
+// packing and threading overhead. More: SGEMM, where packing pays for itself.
+// cpu_kernels="blas": SGEMV for one image, SGEMM otherwise.
 #include <cstring>
 
 #include "blas.h"
@@ -7,11 +10,22 @@
 namespace lenet::cpu {
 namespace {
 
+// Above this many images a call goes to SGEMM (see PERFORMANCE.md).
+constexpr int kDirectMaxImages = 16;
+
 class Dense : public Kernel {
 public:
-    explicit Dense(const Step& s) : s_(s), in_(int(s.in.size())), out_(s.out.c) {}
+    Dense(const Step& s, const KernelTable* table, const PackedWeights* packed)
+        : s_(s), in_(int(s.in.size())), out_(s.out.c), table_(table), packed_(packed) {}
 
     void run(const float* x, float* y, int n) override {
+        if (table_ && packed_ && n <= kDirectMaxImages) {
+            const ConvArgs a{x,  1,  n, in_, 1, n, 1, 1, 1, 1, packed_->w.data(), packed_->bias.data(),
+                             out_, s_.act, y};
+            table_->conv(a);
+            if (s_.act != Act::relu) apply_activation(s_.act, y, size_t(n) * out_);
+            return;
+        }
         for (int b = 0; b < n; ++b) std::memcpy(y + size_t(b) * out_, s_.bias.data(), out_ * sizeof(float));
         if (n == 1)
             blas::sgemv_t(in_, out_, s_.weights.data(), x, 1.f, y);
@@ -23,10 +37,14 @@ public:
 private:
     const Step& s_;
     const int in_, out_;
+    const KernelTable* table_;
+    const PackedWeights* packed_;
 };
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_dense(const Step& s) { return std::make_unique<Dense>(s); }
+std::unique_ptr<Kernel> make_dense(const Step& s, const KernelTable* table, const PackedWeights* packed) {
+    return std::make_unique<Dense>(s, table, packed);
+}
 
 }  // namespace lenet::cpu

@@ -1,21 +1,28 @@
 // CPU kernels, NHWC float32. One function family per file: conv.cpp, dense.cpp,
-// pool.cpp, elementwise.cpp. Convolutions and dense layers run on OpenBLAS
-// SGEMM/SGEMV; everything else is plain loops the compiler vectorizes.
+// pool.cpp, elementwise.cpp; the hand-written inner loops are in
+// direct_kernels.cpp, behind the KernelTable of direct.h.
 #pragma once
 
 #include <memory>
 
 #include "../backend.h"
+#include "direct.h"
 
 namespace lenet::cpu {
 
-// Kernels read the Step's weights in place: the canonical layouts of network.h are
-// exactly what SGEMM wants for NHWC (a HWIO conv kernel is the (kh*kw*ci, co)
-// matrix the im2col rows multiply; a dense kernel is (in, out)). The Network
-// owns the Steps and outlives every plan.
-std::unique_ptr<Kernel> make_conv2d(const Step& s, int capacity);
-std::unique_ptr<Kernel> make_dense(const Step& s);
-std::unique_ptr<Kernel> make_pool2d(const Step& s);
+// A Step's weights packed for the direct kernels (CpuBackend::prepare).
+struct PackedStep : StepConstants {
+    PackedWeights packed;
+};
+
+// `table` null (cpu_kernels="blas") or `packed` null: the BLAS path, reading the
+// Step's canonical weights in place (a HWIO conv kernel is the (kh*kw*ci, co)
+// matrix im2col rows multiply; a dense kernel is (in, out)). The Network owns
+// the Steps and the backend the packed weights; both outlive every plan.
+std::unique_ptr<Kernel> make_conv2d(const Step& s, const KernelTable* table, const PackedWeights* packed,
+                                    int capacity);
+std::unique_ptr<Kernel> make_dense(const Step& s, const KernelTable* table, const PackedWeights* packed);
+std::unique_ptr<Kernel> make_pool2d(const Step& s, const KernelTable& table);
 std::unique_ptr<Kernel> make_elementwise(const Step& s);  // pad2d, affine, activation, softmax
 
 // y[i] = act(y[i]) over n values, in place.

@@ -1,0 +1,90 @@
+// Choosing a table of direct kernels for this CPU, packing weights for them, and
+// measuring the CPU's multiply-add rate.
+#include "direct.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "../../net/errors.h"
+
+namespace lenet::cpu {
+
+#if !defined(LENET_GENERIC_ONLY)
+extern const KernelTable kTable_avx512;
+extern const KernelTable kTable_avx2;
+#endif
+extern const KernelTable kTable_generic;
+
+std::vector<const KernelTable*> supported_tables() {
+    std::vector<const KernelTable*> tables;
+#if !defined(LENET_GENERIC_ONLY)
+    __builtin_cpu_init();
+    // GCC's checks include the OS saving the wider registers (XGETBV).
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma"))
+        tables.push_back(&kTable_avx512);
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) tables.push_back(&kTable_avx2);
+#endif
+    tables.push_back(&kTable_generic);
+    return tables;
+}
+
+const KernelTable* table_named(const std::string& name) {
+    const auto tables = supported_tables();
+    if (name == "auto") return tables.front();
+    std::string known;
+    for (const KernelTable* t : tables) {
+        if (name == t->isa) return t;
+        known += std::string(known.empty() ? "" : ", ") + t->isa;
+    }
+    throw InputError("CPU kernels '" + name + "' are not available on this CPU (available: auto, " + known +
+                     ", blas)");
+}
+
+PackedWeights pack(const std::vector<float>& hwio, const std::vector<float>& bias, int kh, int kw, int ci, int co) {
+    const int blocks = (co + kLanes - 1) / kLanes;
+    const size_t taps = size_t(kh) * kw * ci;
+    PackedWeights p;
+    p.w.assign(size_t(blocks) * taps * kLanes, 0.f);
+    p.bias.assign(size_t(blocks) * kLanes, 0.f);
+    for (size_t t = 0; t < taps; ++t)
+        for (int o = 0; o < co; ++o) p.w[(size_t(o / kLanes) * taps + t) * kLanes + o % kLanes] = hwio[t * co + o];
+    for (int o = 0; o < co && size_t(o) < bias.size(); ++o) p.bias[o] = bias[o];
+    return p;
+}
+
+double measure_mac_rate(int threads, double seconds) {
+    const KernelTable* best = supported_tables().front();
+    threads = std::max(1, threads);
+    // Calibrate one thread's rounds for ~10 ms, then run every thread for `seconds`.
+    int64_t iters = 1 << 16;
+    for (;;) {
+        const auto t0 = std::chrono::steady_clock::now();
+        best->mac_loop(iters);
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (dt > 0.01 || iters > (int64_t(1) << 40)) {
+            iters = std::max<int64_t>(1, int64_t(double(iters) * seconds / dt));
+            break;
+        }
+        iters *= 4;
+    }
+    std::atomic<double> total{0.0};
+    std::atomic<float> sink{0.f};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&] {
+            const auto t0 = std::chrono::steady_clock::now();
+            const float s = best->mac_loop(iters);
+            const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            sink.store(s);
+            double cur = total.load();
+            const double rate = double(iters) * double(best->macs_per_iter) / dt / 1e9;
+            while (!total.compare_exchange_weak(cur, cur + rate)) {
+            }
+        });
+    for (auto& t : pool) t.join();
+    return total.load() / threads;
+}
+
+}  // namespace lenet::cpu

@@ -1,0 +1,99 @@
+// Hand-written CPU kernels for the shapes of these networks, where a packed BLAS
+// call is mostly overhead: convolutions with few channels, dense layers on a few
+// images, pooling. One source (direct_kernels.cpp) is compiled once per
+// instruction set; the backend picks the best table the CPU supports at run
+// time. The BLAS path (im2col + SGEMM) stays as the reference and for large GEMMs.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "../../net/network.h"
+
+namespace lenet::cpu {
+
+// Output channels are computed in blocks of this many lanes (one AVX-512 register).
+constexpr int kLanes = 16;
+
+// One image of a convolution, NHWC. `x` is already padded: no bounds checks in
+// the inner loops. A dense layer on n images is the same thing with kh = kw = 1,
+// oh = ih = 1, ow = iw = n and ci = the input length.
+struct ConvArgs {
+    const float* x;
+    int ih, iw, ci;          // dims of the (padded) input
+    int oh, ow;
+    int kh, kw, sh, sw;
+    const float* w;          // packed: [co / 16 blocks][kh][kw][ci][16], zero lanes past co
+    const float* bias;       // [blocks * 16], zeros past co
+    int co;
+    Act act;                 // relu is applied in the kernel; others by apply_activation after
+    float* y;                // oh * ow * co
+};
+
+struct PoolArgs {
+    const float* x;
+    int ih, iw, c;
+    int oh, ow, kh, kw, sh, sw, pad_top, pad_left;
+    bool max;
+    float* row;              // scratch of iw * c floats
+    float* y;
+};
+
+struct KernelTable {
+    const char* isa;         // "avx512", "avx2", "generic"
+    void (*conv)(const ConvArgs&);
+    void (*pool)(const PoolArgs&);
+    // `iters` rounds of independent multiply-adds (for measure_mac_rate); returns
+    // a value that depends on them so that nothing is optimized away.
+    float (*mac_loop)(int64_t iters);
+    int64_t macs_per_iter;
+};
+
+// Vectors aligned to a cache line: a 16-lane load never straddles two lines.
+template <class T>
+struct CacheAligned {
+    using value_type = T;
+    CacheAligned() = default;
+    template <class U>
+    CacheAligned(const CacheAligned<U>&) {}
+    T* allocate(size_t n);
+    void deallocate(T* p, size_t) noexcept;
+    template <class U>
+    bool operator==(const CacheAligned<U>&) const { return true; }
+    template <class U>
+    bool operator!=(const CacheAligned<U>&) const { return false; }
+};
+template <class T>
+T* CacheAligned<T>::allocate(size_t n) {
+    const size_t bytes = ((n * sizeof(T) + 63) / 64) * 64;
+    void* p = std::aligned_alloc(64, bytes ? bytes : 64);
+    if (!p) throw std::bad_alloc();
+    return static_cast<T*>(p);
+}
+template <class T>
+void CacheAligned<T>::deallocate(T* p, size_t) noexcept {
+    std::free(p);
+}
+using AlignedFloats = std::vector<float, CacheAligned<float>>;
+
+// Weights packed for `conv`: from HWIO (kh, kw, ci, co), or a dense (in, out)
+// matrix with kh = kw = 1.
+struct PackedWeights {
+    AlignedFloats w, bias;
+};
+PackedWeights pack(const std::vector<float>& hwio, const std::vector<float>& bias, int kh, int kw, int ci, int co);
+
+// Tables compiled into this library, best first, that this CPU can run.
+std::vector<const KernelTable*> supported_tables();
+// "auto" (the best supported), "avx512", "avx2" or "generic"; throws InputError
+// for an unknown name or one this CPU cannot run.
+const KernelTable* table_named(const std::string& name);
+
+// The CPU's measured FP32 multiply-add rate, per thread, in GMAC/s: the arithmetic
+// floor lenet-bench compares against. Runs `threads` threads for about `seconds`.
+double measure_mac_rate(int threads, double seconds);
+
+}  // namespace lenet::cpu

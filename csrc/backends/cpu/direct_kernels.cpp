@@ -1,0 +1,218 @@
+// The direct kernels, written once with GCC/Clang vector extensions and
+// compiled once per instruction set (CMake passes -DLENET_ISA=<name> and the
+// matching -m flags); the vector is the instruction set's register. No
+// intrinsics except the AVX-512 masked store.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "direct.h"
+
+#ifndef LENET_ISA
+#error "compile with -DLENET_ISA=avx512|avx2|generic"
+#endif
+#define LENET_CAT2(a, b) a##b
+#define LENET_CAT(a, b) LENET_CAT2(a, b)
+#define LENET_STR2(a) #a
+#define LENET_STR(a) LENET_STR2(a)
+
+namespace lenet::cpu {
+namespace LENET_ISA {
+namespace {
+
+// The hardware vector: 16 lanes on AVX-512, 8 on AVX2, 4 on SSE2. A packed
+// block of 16 output channels is kPerBlock of them.
+#if defined(__AVX512F__)
+constexpr int kWidth = 16;
+#elif defined(__AVX2__)
+constexpr int kWidth = 8;
+#else
+constexpr int kWidth = 4;
+#endif
+constexpr int kPerBlock = kLanes / kWidth;
+using V = float __attribute__((vector_size(kWidth * sizeof(float))));
+
+// Accumulators that fit in the register file next to a tile's weights and one
+// broadcast input: 32 AVX-512 registers, 16 AVX2 or SSE registers.
+#if defined(__AVX512F__)
+constexpr int kAccBudget = 28;
+#else
+constexpr int kAccBudget = 12;
+#endif
+constexpr int kMaxTile = 14;  // output pixels per tile
+
+inline V load(const float* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+// Stores the first `count` lanes of v (all of them when count >= kWidth).
+inline void store(float* y, V v, int count) {
+    if (count >= kWidth) {
+        std::memcpy(y, &v, sizeof v);
+        return;
+    }
+#if defined(__AVX512F__)
+    _mm512_mask_storeu_ps(y, __mmask16((1u << count) - 1), __m512(v));
+#else
+    for (int l = 0; l < count; ++l) y[l] = v[l];
+#endif
+}
+
+// P output pixels of one row times B blocks of 16 output channels, accumulated
+// in registers over the whole window. The (kx, ci) values of one window row are
+// contiguous both in an NHWC image and in the packed weights, so they are one loop.
+template <int P, int B>
+void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
+    constexpr int NV = B * kPerBlock;  // vectors across the tile's output channels
+    const int run = a.kw * a.ci;
+    const size_t block = size_t(a.kh) * run * kLanes;  // floats per packed block
+    const size_t xs = size_t(a.sw) * a.ci;             // between neighbouring windows
+    V acc[P][NV];
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+        const V bias = load(a.bias + cb0 * kLanes + v * kWidth);
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p) acc[p][v] = bias;
+    }
+    for (int ky = 0; ky < a.kh; ++ky) {
+        const float* xr = a.x + (size_t(oy * a.sh + ky) * a.iw + size_t(ox0) * a.sw) * a.ci;
+        const float* wr = a.w + size_t(cb0) * block + size_t(ky) * run * kLanes;
+        for (int j = 0; j < run; ++j) {
+            V w[NV];
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v)
+                w[v] = load(wr + (v / kPerBlock) * block + size_t(j) * kLanes + (v % kPerBlock) * kWidth);
+#pragma GCC unroll 16
+            for (int p = 0; p < P; ++p) {
+                const float x = xr[p * xs + j];
+#pragma GCC unroll 16
+                for (int v = 0; v < NV; ++v) acc[p][v] += x * w[v];
+            }
+        }
+    }
+    float* y = a.y + (size_t(oy) * a.ow + ox0) * a.co + cb0 * kLanes;
+    const bool relu = a.act == Act::relu;
+    const int left = a.co - cb0 * kLanes;  // channels from this tile's first one
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) {
+            if (v * kWidth >= left) break;
+            V r = acc[p][v];
+            if (relu) r = r > 0.f ? r : 0.f;
+            store(y + size_t(p) * a.co + v * kWidth, r, left - v * kWidth);
+        }
+}
+
+using TileFn = void (*)(const ConvArgs&, int, int, int);
+
+template <int B, size_t... I>
+constexpr std::array<TileFn, sizeof...(I)> tiles(std::index_sequence<I...>) {
+    return {&conv_tile<int(I) + 1, B>...};
+}
+
+template <int B>
+constexpr int tile_pixels() {
+    return std::max(1, std::min(kMaxTile, kAccBudget / (B * kPerBlock)));
+}
+
+// Every output pixel for blocks [cb0, cb0 + B): one group of weights is read from
+// L2 while the image stays in L1.
+template <int B>
+void conv_blocks(const ConvArgs& a, int cb0) {
+    constexpr int pmax = tile_pixels<B>();
+    static constexpr auto table = tiles<B>(std::make_index_sequence<pmax>());
+    // Equal tiles: 28 pixels as 14 + 14, not 14 + 14 + 0.
+    const int count = (a.ow + pmax - 1) / pmax;
+    const int p = (a.ow + count - 1) / count;
+    for (int oy = 0; oy < a.oh; ++oy)
+        for (int ox = 0; ox < a.ow; ox += p) table[std::min(p, a.ow - ox) - 1](a, oy, ox, cb0);
+}
+
+void conv(const ConvArgs& a) {
+    const int blocks = (a.co + kLanes - 1) / kLanes;
+    int cb = 0;
+    for (; cb + 4 <= blocks; cb += 4) conv_blocks<4>(a, cb);
+    switch (blocks - cb) {
+        case 3: conv_blocks<3>(a, cb); break;
+        case 2: conv_blocks<2>(a, cb); break;
+        case 1: conv_blocks<1>(a, cb); break;
+        default: break;
+    }
+}
+
+// Pooling over NHWC with windows clipped to the image (TensorFlow's 'same'
+// pooling ignores padding pixels): the window's rows are folded into one row
+// first (contiguous, vectorizes), then each output pixel folds its columns.
+void pool(const PoolArgs& a) {
+    const size_t rowlen = size_t(a.iw) * a.c;
+    const int c = a.c;
+    for (int oy = 0; oy < a.oh; ++oy) {
+        const int y0 = std::max(oy * a.sh - a.pad_top, 0);
+        const int y1 = std::min(oy * a.sh - a.pad_top + a.kh, a.ih);
+        const float* row = a.x + size_t(y0) * rowlen;
+        if (y1 - y0 > 1) {
+            float* acc = a.row;
+            std::memcpy(acc, row, rowlen * sizeof(float));
+            for (int iy = y0 + 1; iy < y1; ++iy) {
+                const float* r = a.x + size_t(iy) * rowlen;
+                if (a.max)
+                    for (size_t i = 0; i < rowlen; ++i) acc[i] = acc[i] < r[i] ? r[i] : acc[i];
+                else
+                    for (size_t i = 0; i < rowlen; ++i) acc[i] += r[i];
+            }
+            row = acc;
+        }
+        float* out = a.y + size_t(oy) * a.ow * c;
+        for (int ox = 0; ox < a.ow; ++ox, out += c) {
+            const int x0 = std::max(ox * a.sw - a.pad_left, 0);
+            const int x1 = std::min(ox * a.sw - a.pad_left + a.kw, a.iw);
+            std::memcpy(out, row + size_t(x0) * c, c * sizeof(float));
+            for (int ix = x0 + 1; ix < x1; ++ix) {
+                const float* s = row + size_t(ix) * c;
+                if (a.max)
+                    for (int k = 0; k < c; ++k) out[k] = out[k] < s[k] ? s[k] : out[k];
+                else
+                    for (int k = 0; k < c; ++k) out[k] += s[k];
+            }
+            if (!a.max) {
+                const float inv = 1.f / float((y1 - y0) * (x1 - x0));
+                for (int k = 0; k < c; ++k) out[k] *= inv;
+            }
+        }
+    }
+}
+
+// Independent chains of multiply-adds, enough to cover the FMA latency on every
+// FMA port, within the register file.
+constexpr int kChains = 12;
+
+float mac_loop(int64_t iters) {
+    V acc[kChains];
+    for (int c = 0; c < kChains; ++c) acc[c] = V{} + float(c) * 1e-3f;
+    const V m = V{} + 0.999999f, add = V{} + 1e-6f;
+    for (int64_t i = 0; i < iters; ++i)
+#pragma GCC unroll 12
+        for (int c = 0; c < kChains; ++c) acc[c] = acc[c] * m + add;
+    V sum{};
+    for (int c = 0; c < kChains; ++c) sum += acc[c];
+    float s = 0.f;
+    for (int l = 0; l < kWidth; ++l) s += sum[l];
+    return s;
+}
+
+}  // namespace
+}  // namespace LENET_ISA
+
+extern const KernelTable LENET_CAT(kTable_, LENET_ISA);
+const KernelTable LENET_CAT(kTable_, LENET_ISA) = {LENET_STR(LENET_ISA), &LENET_ISA::conv, &LENET_ISA::pool,
+                                                  &LENET_ISA::mac_loop, int64_t(LENET_ISA::kChains) * LENET_ISA::kWidth};
+
+}  // namespace lenet::cpu
