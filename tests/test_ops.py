@@ -155,6 +155,25 @@ def test_dense(n, units, act, kernels):
     np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("threads", [2, 3])
+def test_large_single_image_ops_split_over_threads(threads, kernels):
+    # One image, threads idle: big kernels split their work (by channel slices for
+    # a dense layer, by rows for a convolution); the answer must not change.
+    x = RNG.standard_normal((1, 1, 1, 2100)).astype(np.float32)
+    w = (RNG.standard_normal((2100, 1100)) / 45).astype(np.float32)
+    b = RNG.standard_normal(1100).astype(np.float32)
+    got = run([layer("flatten"), layer("dense", units=1100, activation="relu", weights=w, bias=b)], x,
+              threads=threads, kernels=kernels)
+    np.testing.assert_allclose(got, ref_act(x.reshape(1, -1).astype(np.float64) @ w + b, "relu"), atol=2e-5)
+    x = RNG.standard_normal((1, 15, 15, 32)).astype(np.float32)
+    w = (RNG.standard_normal((5, 5, 32, 40)) / 28).astype(np.float32)
+    got = run([layer("conv2d", kernel=(5, 5), same_padding=True, filters=40, weights=w)], x, threads=threads,
+              kernels=kernels)
+    want = ref_conv(x, w, None, (1, 1), "same", "linear").reshape(1, -1)
+    np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("order", ["hwc", "chw"])
 def test_flatten_row_order(order):
     # The Dense rows of a file follow the Flatten's order; the engine runs NHWC.

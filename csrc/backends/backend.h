@@ -16,6 +16,7 @@
 #include <string>
 
 #include "../net/network.h"
+#include "../net/thread_pool.h"
 
 namespace lenet {
 
@@ -37,8 +38,10 @@ public:
     // x, y: backend memory holding n <= capacity images in the backend's layout.
     // x and y never alias. Must not allocate, plan or block. A backend whose kernels
     // are fixed to their capacity (cuDNN descriptors) may process all `capacity`
-    // rows; rows past n are then scratch, never returned.
-    virtual void run(const float* x, float* y, int n) = 0;
+    // rows; rows past n are then scratch, never returned. `spare`: threads with
+    // nothing else to do during this call (the executor's, when the whole call is
+    // one task), over which a large kernel may split its work; null otherwise.
+    virtual void run(const float* x, float* y, int n, ThreadPool* spare) = 0;
 };
 
 // Runs the layers of one plan for one call. `layers(in, out, n)` launches every

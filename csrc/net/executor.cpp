@@ -63,7 +63,7 @@ void Executor::release(std::unique_ptr<Plan> plan) {
     free_plans_[plan->capacity].push_back(std::move(plan));
 }
 
-void Executor::run_chunk(Plan& plan, const float* x, float* y, int n) {
+void Executor::run_chunk(Plan& plan, const float* x, float* y, int n, ThreadPool* spare) {
     const Dims in = network_->input();
     if (transpose_input_) {
         float* t = plan.transposed.data();
@@ -76,12 +76,12 @@ void Executor::run_chunk(Plan& plan, const float* x, float* y, int n) {
     // The walk: step i reads what step i-1 wrote; ping-pong between two buffers,
     // the first step reading the input and the last writing the output.
     const size_t last = plan.kernels.size() - 1;
-    plan.stream->forward(x, y, n, [&plan, last](const float* src, float* dst, int m) {
+    plan.stream->forward(x, y, n, [&plan, last, spare](const float* src, float* dst, int m) {
         float* bufs[2] = {plan.ping.get(), plan.pong.get()};
         const float* cur = src;
         for (size_t i = 0; i <= last; ++i) {
             float* out = i == last ? dst : bufs[i % 2];
-            plan.kernels[i]->run(cur, out, m);
+            plan.kernels[i]->run(cur, out, m, spare);
             cur = out;
         }
     });
@@ -95,6 +95,8 @@ void Executor::run(const float* x, float* y, int64_t n) {
     const int tasks = int(std::min<int64_t>(n, pool_ ? pool_->workers() + 1 : 1));
     const int64_t per_task = (n + tasks - 1) / tasks;
 
+    // One task leaves the workers idle: kernels may split their own work over them.
+    ThreadPool* spare = tasks == 1 ? pool_.get() : nullptr;
     auto work = [&](int t) {
         const int64_t begin = t * per_task, end = std::min(n, begin + per_task);
         if (begin >= end) return;
@@ -103,7 +105,7 @@ void Executor::run(const float* x, float* y, int64_t n) {
         try {
             for (int64_t b = begin; b < end; b += capacity) {
                 const int m = int(std::min<int64_t>(capacity, end - b));
-                run_chunk(*plan, x + b * in_size, y + b * classes, m);
+                run_chunk(*plan, x + b * in_size, y + b * classes, m, spare);
             }
         } catch (...) {
             release(std::move(plan));

@@ -34,7 +34,7 @@ private:
     std::unique_ptr<Plan> make_plan(int capacity);
     std::unique_ptr<Plan> acquire(int capacity);
     void release(std::unique_ptr<Plan> plan);
-    void run_chunk(Plan& plan, const float* x, float* y, int n);
+    void run_chunk(Plan& plan, const float* x, float* y, int n, ThreadPool* spare);
 
     std::shared_ptr<const Network> network_;
     std::unique_ptr<Backend> backend_;

@@ -23,11 +23,11 @@ public:
         if (padded_) scratch_.assign(size_t(ph_) * pw_ * s.in.c, 0.f);
     }
 
-    void run(const float* x, float* y, int n) override {
+    void run(const float* x, float* y, int n, ThreadPool* spare) override {
         const Dims in = s_.in, out = s_.out;
         const size_t row = size_t(in.w) * in.c;
-        ConvArgs a{nullptr, ph_, pw_, in.c, out.h, out.w, s_.kh, s_.kw, s_.sh, s_.sw,
-                   packed_.w.data(), packed_.bias.data(), out.c, s_.act, nullptr};
+        ConvArgs a{nullptr, ph_,      pw_,          in.c,  out.h,   out.w, s_.kh, s_.kw, s_.sh, s_.sw,
+                   packed_.w.data(), packed_.bias.data(), out.c, s_.act, nullptr, out.c, 0,     out.h};
         for (int b = 0; b < n; ++b) {
             const float* image = x + b * in.size();
             if (padded_) {
@@ -38,7 +38,7 @@ public:
             }
             a.x = image;
             a.y = y + b * out.size();
-            table_.conv(a);
+            conv_split(table_, a, spare);
         }
         if (s_.act != Act::relu) apply_activation(s_.act, y, size_t(n) * out.size());
     }
@@ -65,7 +65,7 @@ public:
         if (!one_by_one_) patches_.resize(size_t(tile_rows_) * k_);
     }
 
-    void run(const float* x, float* y, int n) override {
+    void run(const float* x, float* y, int n, ThreadPool*) override {
         const int co = s_.out.c;
         const int64_t rows = int64_t(n) * s_.out.h * s_.out.w;
         for (int64_t r0 = 0; r0 < rows; r0 += tile_rows_) {

@@ -18,11 +18,11 @@ public:
     Dense(const Step& s, const KernelTable* table, const PackedWeights* packed)
         : s_(s), in_(int(s.in.size())), out_(s.out.c), table_(table), packed_(packed) {}
 
-    void run(const float* x, float* y, int n) override {
+    void run(const float* x, float* y, int n, ThreadPool* spare) override {
         if (table_ && packed_ && n <= kDirectMaxImages) {
-            const ConvArgs a{x,  1,  n, in_, 1, n, 1, 1, 1, 1, packed_->w.data(), packed_->bias.data(),
-                             out_, s_.act, y};
-            table_->conv(a);
+            const ConvArgs a{x,     1,      n, in_, 1,    n,    1, 1, 1, 1, packed_->w.data(), packed_->bias.data(),
+                             out_,  s_.act, y, out_, 0, 1};
+            conv_split(*table_, a, spare);
             if (s_.act != Act::relu) apply_activation(s_.act, y, size_t(n) * out_);
             return;
         }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../../net/network.h"
+#include "../../net/thread_pool.h"
 
 namespace lenet::cpu {
 
@@ -28,9 +29,12 @@ struct ConvArgs {
     int kh, kw, sh, sw;
     const float* w;          // packed: [co / 16 blocks][kh][kw][ci][16], zero lanes past co
     const float* bias;       // [blocks * 16], zeros past co
-    int co;
+    int co;                  // output channels computed (from w's first block)
     Act act;                 // relu is applied in the kernel; others by apply_activation after
-    float* y;                // oh * ow * co
+    float* y;                // output pixel (oy, ox) at y + (oy * ow + ox) * ldy
+    int ldy;                 // floats between output pixels: co, or more when a call
+                             // computes a slice of the channels
+    int row_begin, row_end;  // the output rows computed: [0, oh) for all
 };
 
 struct PoolArgs {
@@ -85,6 +89,11 @@ struct PackedWeights {
     AlignedFloats w, bias;
 };
 PackedWeights pack(const std::vector<float>& hwio, const std::vector<float>& bias, int kh, int kw, int ci, int co);
+
+// Splits one call of `conv` over `pool`'s threads and the caller, by output rows
+// or, for a single row (a dense layer), by blocks of output channels. Runs it
+// whole when `pool` is null or the work is too small to pay for waking threads.
+void conv_split(const KernelTable& table, const ConvArgs& a, ThreadPool* pool);
 
 // Tables compiled into this library, best first, that this CPU can run.
 std::vector<const KernelTable*> supported_tables();

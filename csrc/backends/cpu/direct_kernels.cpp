@@ -97,7 +97,7 @@ void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
             }
         }
     }
-    float* y = a.y + (size_t(oy) * a.ow + ox0) * a.co + cb0 * kLanes;
+    float* y = a.y + (size_t(oy) * a.ow + ox0) * a.ldy + cb0 * kLanes;
     const bool relu = a.act == Act::relu;
     const int left = a.co - cb0 * kLanes;  // channels from this tile's first one
 #pragma GCC unroll 16
@@ -107,7 +107,7 @@ void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
             if (v * kWidth >= left) break;
             V r = acc[p][v];
             if (relu) r = r > 0.f ? r : 0.f;
-            store(y + size_t(p) * a.co + v * kWidth, r, left - v * kWidth);
+            store(y + size_t(p) * a.ldy + v * kWidth, r, left - v * kWidth);
         }
 }
 
@@ -132,7 +132,7 @@ void conv_blocks(const ConvArgs& a, int cb0) {
     // Equal tiles: 28 pixels as 14 + 14, not 14 + 14 + 0.
     const int count = (a.ow + pmax - 1) / pmax;
     const int p = (a.ow + count - 1) / count;
-    for (int oy = 0; oy < a.oh; ++oy)
+    for (int oy = a.row_begin; oy < a.row_end; ++oy)
         for (int ox = 0; ox < a.ow; ox += p) table[std::min(p, a.ow - ox) - 1](a, oy, ox, cb0);
 }
 

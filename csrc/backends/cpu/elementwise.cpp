@@ -29,7 +29,7 @@ namespace {
 class Activation : public Kernel {
 public:
     explicit Activation(const Step& s) : s_(s) {}
-    void run(const float* x, float* y, int n) override {
+    void run(const float* x, float* y, int n, ThreadPool*) override {
         const size_t count = size_t(n) * s_.in.size();
         std::memcpy(y, x, count * sizeof(float));
         apply_activation(s_.act, y, count);
@@ -43,7 +43,7 @@ private:
 class Softmax : public Kernel {
 public:
     explicit Softmax(const Step& s) : s_(s) {}
-    void run(const float* x, float* y, int n) override {
+    void run(const float* x, float* y, int n, ThreadPool*) override {
         const int c = s_.in.c;
         const size_t vectors = size_t(n) * s_.in.h * s_.in.w;
         for (size_t v = 0; v < vectors; ++v) {
@@ -64,7 +64,7 @@ private:
 class Affine : public Kernel {
 public:
     explicit Affine(const Step& s) : s_(s) {}
-    void run(const float* x, float* y, int n) override {
+    void run(const float* x, float* y, int n, ThreadPool*) override {
         const size_t count = size_t(n) * s_.in.size();
         const float scale = s_.scale, offset = s_.offset;
         for (size_t i = 0; i < count; ++i) y[i] = x[i] * scale + offset;
@@ -77,7 +77,7 @@ private:
 class Pad2d : public Kernel {
 public:
     explicit Pad2d(const Step& s) : s_(s) {}
-    void run(const float* x, float* y, int n) override {
+    void run(const float* x, float* y, int n, ThreadPool*) override {
         const Dims in = s_.in, out = s_.out;
         const size_t row = size_t(in.w) * in.c;
         std::memset(y, 0, size_t(n) * out.size() * sizeof(float));

@@ -78,7 +78,7 @@ public:
         choose_algorithm();
     }
 
-    void run(const float* x, float* y, int) override {
+    void run(const float* x, float* y, int, ThreadPool*) override {
         const float* src = prepad_.apply(ctx_, p_, x);
         const Step& s = *p_.step;
         if (fused_) {
@@ -154,7 +154,7 @@ public:
         prepad_.init(ctx_, p_);
         if (!p_.avg_factor.empty()) factor_ = upload(p_.avg_factor);
     }
-    void run(const float* x, float* y, int) override {
+    void run(const float* x, float* y, int, ThreadPool*) override {
         const float* src = prepad_.apply(ctx_, p_, x);
         LENET_CHECK(cudnnPoolingForward(ctx_.cudnn.get(), p_.pool.get(), &kOne, prepad_.desc(p_), src, &kZero,
                                         p_.y.get(), y));
@@ -177,7 +177,7 @@ private:
 class DenseKernel : public Kernel {
 public:
     DenseKernel(Context& ctx, StepPlan plan, const DeviceConstants& k) : ctx_(ctx), p_(std::move(plan)), k_(k) {}
-    void run(const float* x, float* y, int) override {
+    void run(const float* x, float* y, int, ThreadPool*) override {
         const Step& s = *p_.step;
         const int in = int(s.in.size()), out = s.out.c;
         LENET_CHECK(cublasSgemm(ctx_.cublas.get(), CUBLAS_OP_N, CUBLAS_OP_N, out, p_.n, in, &kOne, f(k_.weights), out,
@@ -195,7 +195,7 @@ private:
 class SimpleKernel : public Kernel {
 public:
     SimpleKernel(Context& ctx, StepPlan plan) : ctx_(ctx), p_(std::move(plan)) {}
-    void run(const float* x, float* y, int) override {
+    void run(const float* x, float* y, int, ThreadPool*) override {
         const Step& s = *p_.step;
         auto* h = ctx_.cudnn.get();
         switch (s.op) {
