@@ -145,13 +145,40 @@ def test_pool2d(h, w, c, k, s, pad, kind, kernels):
 @pytest.mark.parametrize("n,units", [(1, 11), (2, 11), (16, 70), (17, 70), (65, 11), (3, 1024)])
 @pytest.mark.parametrize("act", ["linear", "relu", "tanh", "sigmoid"])
 def test_dense(n, units, act, kernels):
-    # Up to 16 images per plan run the direct kernel, more run SGEMM (dense.cpp).
+    # Image counts around the kernels' tile sizes; "blas": SGEMV for 1, else SGEMM.
     x = RNG.standard_normal((n, 1, 1, 37)).astype(np.float32)
     w = RNG.standard_normal((37, units)).astype(np.float32)
     b = RNG.standard_normal(units).astype(np.float32)
     got = run([layer("flatten"), layer("dense", units=units, activation=act, weights=w, bias=b)], x, threads=1,
               kernels=kernels)
     want = ref_act(x.reshape(n, 37).astype(np.float64) @ w + b, act)
+    np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
+
+
+FUSED_CASES = [
+    # h, w, ci, co, kernel, padding, act: a convolution then a 2x2 / 2 max pool,
+    # which the direct kernels run as one (odd conv outputs drop their last row/column)
+    (28, 28, 1, 6, 5, "same", "relu"),
+    (14, 14, 6, 16, 5, "valid", "relu"),      # 10x10 -> 5x5
+    (13, 11, 3, 5, 3, "valid", "tanh"),       # 11x9 -> 5x4
+    (28, 28, 1, 32, 5, "same", "sigmoid"),
+    (16, 16, 32, 70, 3, "same", "linear"),    # 4 blocks + 1, big enough to split
+    (3, 3, 2, 4, 2, "valid", "relu"),         # 2x2 -> 1x1
+]
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("h,w,ci,co,k,pad,act", FUSED_CASES)
+@pytest.mark.parametrize("n,threads", [(1, 1), (1, 2), (5, 2)])
+def test_conv_then_max_pool(h, w, ci, co, k, pad, act, n, threads, kernels):
+    x = RNG.standard_normal((n, h, w, ci)).astype(np.float32)
+    wt = (RNG.standard_normal((k, k, ci, co)) / math.sqrt(k * k * ci)).astype(np.float32)
+    b = RNG.standard_normal(co).astype(np.float32)
+    got = run([layer("conv2d", kernel=(k, k), same_padding=pad == "same", filters=co, activation=act, weights=wt,
+                     bias=b),
+               layer("max_pool2d", kernel=(2, 2), strides=(2, 2))], x, threads=threads, kernels=kernels)
+    conv = ref_conv(x, wt, b, (1, 1), pad, act)
+    want = ref_pool(conv, (2, 2), (2, 2), "valid", "max").reshape(n, -1)
     np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
 
 

@@ -73,6 +73,14 @@ public:
 
     virtual std::shared_ptr<const StepConstants> prepare(const Step& step) = 0;
     virtual std::unique_ptr<Kernel> kernel(const Step& step, const StepConstants* constants, int capacity) = 0;
+    // One kernel running `step` then `next` (e.g. a convolution and the pooling of
+    // its output, without writing the convolution out), or null when this backend
+    // does not fuse the pair. The executor asks for every adjacent pair.
+    virtual std::unique_ptr<Kernel> fused_kernel(const Step& step, const Step& next, const StepConstants* constants,
+                                                 int capacity) {
+        (void)step, (void)next, (void)constants, (void)capacity;
+        return nullptr;
+    }
     virtual Buffer alloc(size_t floats) = 0;
     // input_size, output_size: floats per image going in and coming out.
     virtual std::unique_ptr<Stream> stream(int capacity, int64_t input_size, int64_t output_size) = 0;

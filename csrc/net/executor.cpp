@@ -31,14 +31,19 @@ std::unique_ptr<Executor::Plan> Executor::make_plan(int capacity) {
     auto plan = std::make_unique<Plan>();
     plan->capacity = capacity;
     const auto& steps = network_->steps();
-    int64_t largest = 0;
-    for (size_t i = 0; i < steps.size(); ++i) {
-        plan->kernels.push_back(backend_->kernel(steps[i], constants_[i].get(), capacity));
-        if (i + 1 < steps.size()) largest = std::max(largest, steps[i].out.size());
+    int64_t largest = 0;  // the largest tensor a kernel hands to the next one
+    for (size_t i = 0; i < steps.size();) {
+        std::unique_ptr<Kernel> k;
+        if (i + 1 < steps.size()) k = backend_->fused_kernel(steps[i], steps[i + 1], constants_[i].get(), capacity);
+        const size_t last = k ? i + 1 : i;
+        if (!k) k = backend_->kernel(steps[i], constants_[i].get(), capacity);
+        plan->kernels.push_back(std::move(k));
+        if (last + 1 < steps.size()) largest = std::max(largest, steps[last].out.size());
+        i = last + 1;
     }
     if (largest > 0) {
         plan->ping = backend_->alloc(size_t(largest) * capacity);
-        if (steps.size() > 2) plan->pong = backend_->alloc(size_t(largest) * capacity);
+        if (plan->kernels.size() > 2) plan->pong = backend_->alloc(size_t(largest) * capacity);
     }
     plan->stream = backend_->stream(capacity, network_->input().size(), network_->classes());
     if (transpose_input_) plan->transposed.resize(size_t(network_->input().size()) * capacity);

@@ -14,8 +14,9 @@ namespace {
 
 class DirectConv2d : public Kernel {
 public:
-    DirectConv2d(const Step& s, const KernelTable& table, const PackedWeights& packed)
-        : s_(s), table_(table), packed_(packed) {
+    // `pool`: the fused 2x2 / 2 max pool that follows, or null.
+    DirectConv2d(const Step& s, const Step* pool, const KernelTable& table, const PackedWeights& packed)
+        : s_(s), pool_(pool), table_(table), packed_(packed) {
         padded_ = s.pad.top || s.pad.bottom || s.pad.left || s.pad.right;
         ph_ = s.in.h + s.pad.top + s.pad.bottom;
         pw_ = s.in.w + s.pad.left + s.pad.right;
@@ -24,10 +25,13 @@ public:
     }
 
     void run(const float* x, float* y, int n, ThreadPool* spare) override {
-        const Dims in = s_.in, out = s_.out;
+        const Dims in = s_.in;
+        // With the pool fused, only the conv rows and columns it reads are computed.
+        const Dims out = pool_ ? pool_->out : s_.out;
+        const int oh = pool_ ? 2 * out.h : out.h, ow = pool_ ? 2 * out.w : out.w;
         const size_t row = size_t(in.w) * in.c;
-        ConvArgs a{nullptr, ph_,      pw_,          in.c,  out.h,   out.w, s_.kh, s_.kw, s_.sh, s_.sw,
-                   packed_.w.data(), packed_.bias.data(), out.c, s_.act, nullptr, out.c, 0,     out.h};
+        ConvArgs a{nullptr, ph_,   pw_,     in.c, oh, ow, s_.kh, s_.kw, s_.sh, s_.sw, packed_.w.data(),
+                   packed_.bias.data(), out.c, s_.act, nullptr, out.c, 0, oh, pool_ != nullptr};
         for (int b = 0; b < n; ++b) {
             const float* image = x + b * in.size();
             if (padded_) {
@@ -45,6 +49,7 @@ public:
 
 private:
     const Step& s_;
+    const Step* pool_;
     const KernelTable& table_;
     const PackedWeights& packed_;
     bool padded_;
@@ -126,8 +131,13 @@ private:
 
 std::unique_ptr<Kernel> make_conv2d(const Step& s, const KernelTable* table, const PackedWeights* packed,
                                     int capacity) {
-    if (table && packed) return std::make_unique<DirectConv2d>(s, *table, *packed);
+    if (table && packed) return std::make_unique<DirectConv2d>(s, nullptr, *table, *packed);
     return std::make_unique<BlasConv2d>(s, capacity);
+}
+
+std::unique_ptr<Kernel> make_conv2d_pool(const Step& conv, const Step& pool, const KernelTable& table,
+                                         const PackedWeights& packed) {
+    return std::make_unique<DirectConv2d>(conv, &pool, table, packed);
 }
 
 }  // namespace lenet::cpu

@@ -69,6 +69,17 @@ public:
         }
     }
 
+    // A direct convolution swallows the 2x2 / 2 max pool that follows it (every
+    // LeNet's pattern): the convolution's output is never written.
+    std::unique_ptr<Kernel> fused_kernel(const Step& step, const Step& next, const StepConstants* constants,
+                                         int) override {
+        const bool pool2x2 = next.op == OpKind::max_pool2d && next.kh == 2 && next.kw == 2 && next.sh == 2 &&
+                             next.sw == 2 && !next.pad.top && !next.pad.bottom && !next.pad.left && !next.pad.right;
+        if (!table_ || !constants || step.op != OpKind::conv2d || !pool2x2 || next.out.h < 1 || next.out.w < 1)
+            return nullptr;
+        return make_conv2d_pool(step, next, *table_, static_cast<const PackedStep*>(constants)->packed);
+    }
+
     Buffer alloc(size_t floats) override {
         const size_t bytes = ((floats * sizeof(float) + 63) / 64) * 64;
         void* p = std::aligned_alloc(64, bytes ? bytes : 64);

@@ -1,6 +1,7 @@
-// Dense layers, y = x W + b with W (in, out). A few images: the direct kernel
-// (a dense layer is a 1x1 convolution over n "pixels"), which skips BLAS's
-// packing and threading overhead. More: SGEMM, where packing pays for itself.
+// Dense layers, y = x W + b with W (in, out). Direct kernels: a dense layer is a
+// 1x1 convolution over n "pixels" on weights packed once; for every shape of
+// these networks, at every batch a plan runs (<= 64), it beat OpenBLAS SGEMM,
+// which repacks its operands on every call (PERFORMANCE.md).
 // cpu_kernels="blas": SGEMV for one image, SGEMM otherwise.
 #include <cstring>
 
@@ -10,18 +11,15 @@
 namespace lenet::cpu {
 namespace {
 
-// Above this many images a call goes to SGEMM (see PERFORMANCE.md).
-constexpr int kDirectMaxImages = 16;
-
 class Dense : public Kernel {
 public:
     Dense(const Step& s, const KernelTable* table, const PackedWeights* packed)
         : s_(s), in_(int(s.in.size())), out_(s.out.c), table_(table), packed_(packed) {}
 
     void run(const float* x, float* y, int n, ThreadPool* spare) override {
-        if (table_ && packed_ && n <= kDirectMaxImages) {
+        if (table_ && packed_) {
             const ConvArgs a{x,     1,      n, in_, 1,    n,    1, 1, 1, 1, packed_->w.data(), packed_->bias.data(),
-                             out_,  s_.act, y, out_, 0, 1};
+                             out_,  s_.act, y, out_, 0, 1, false};
             conv_split(*table_, a, spare);
             if (s_.act != Act::relu) apply_activation(s_.act, y, size_t(n) * out_);
             return;

@@ -67,11 +67,13 @@ void conv_split(const KernelTable& table, const ConvArgs& a, ThreadPool* pool) {
         table.conv(a);
         return;
     }
-    if (rows >= parts) {
+    const int step = a.pool ? 2 : 1;  // a fused pool consumes rows in pairs
+    if (rows >= parts * step) {
+        const int units = rows / step;
         pool->parallel_for(parts, [&](int i) {
             ConvArgs part = a;
-            part.row_begin = a.row_begin + int(int64_t(rows) * i / parts);
-            part.row_end = a.row_begin + int(int64_t(rows) * (i + 1) / parts);
+            part.row_begin = a.row_begin + step * int(int64_t(units) * i / parts);
+            part.row_end = a.row_begin + step * int(int64_t(units) * (i + 1) / parts);
             if (part.row_begin < part.row_end) table.conv(part);
         });
         return;

@@ -19,8 +19,8 @@ namespace lenet::cpu {
 // Output channels are computed in blocks of this many lanes (one AVX-512 register).
 constexpr int kLanes = 16;
 
-// One image of a convolution, NHWC. `x` is already padded: no bounds checks in
-// the inner loops. A dense layer on n images is the same thing with kh = kw = 1,
+// One image of a convolution, NHWC, optionally followed by a 2x2 max pool. `x` is
+// already padded: no bounds checks in the inner loops. A dense layer on n images is the same thing with kh = kw = 1,
 // oh = ih = 1, ow = iw = n and ci = the input length.
 struct ConvArgs {
     const float* x;
@@ -35,6 +35,9 @@ struct ConvArgs {
     int ldy;                 // floats between output pixels: co, or more when a call
                              // computes a slice of the channels
     int row_begin, row_end;  // the output rows computed: [0, oh) for all
+    // Fused 2x2 max pool, stride 2: oh and ow are the even conv rows and columns
+    // the pool reads; y receives the (oh/2, ow/2) pooled pixels; rows go in pairs.
+    bool pool;
 };
 
 struct PoolArgs {

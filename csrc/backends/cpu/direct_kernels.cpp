@@ -65,21 +65,26 @@ inline void store(float* y, V v, int count) {
 #endif
 }
 
-// P output pixels of one row times B blocks of 16 output channels, accumulated
-// in registers over the whole window. The (kx, ci) values of one window row are
-// contiguous both in an NHWC image and in the packed weights, so they are one loop.
-template <int P, int B>
+// R rows of P output pixels times B blocks of 16 output channels, accumulated in
+// registers over the whole window. The (kx, ci) values of one window row are
+// contiguous both in an NHWC image and in the packed weights, so they are one
+// loop. With a fused 2x2 max pool (R = 2, P even) the epilogue stores the max of
+// each 2x2 square: the activation is monotonic, so pooling first is exact.
+template <int R, int P, int B>
 void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
     constexpr int NV = B * kPerBlock;  // vectors across the tile's output channels
     const int run = a.kw * a.ci;
     const size_t block = size_t(a.kh) * run * kLanes;  // floats per packed block
     const size_t xs = size_t(a.sw) * a.ci;             // between neighbouring windows
-    V acc[P][NV];
+    const size_t rs = size_t(a.sh) * a.iw * a.ci;      // between neighbouring rows
+    V acc[R][P][NV];
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) {
         const V bias = load(a.bias + cb0 * kLanes + v * kWidth);
+#pragma GCC unroll 2
+        for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-        for (int p = 0; p < P; ++p) acc[p][v] = bias;
+            for (int p = 0; p < P; ++p) acc[r][p][v] = bias;
     }
     for (int ky = 0; ky < a.kh; ++ky) {
         const float* xr = a.x + (size_t(oy * a.sh + ky) * a.iw + size_t(ox0) * a.sw) * a.ci;
@@ -89,49 +94,89 @@ void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
 #pragma GCC unroll 16
             for (int v = 0; v < NV; ++v)
                 w[v] = load(wr + (v / kPerBlock) * block + size_t(j) * kLanes + (v % kPerBlock) * kWidth);
+#pragma GCC unroll 2
+            for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-            for (int p = 0; p < P; ++p) {
-                const float x = xr[p * xs + j];
+                for (int p = 0; p < P; ++p) {
+                    const float x = xr[r * rs + p * xs + j];
 #pragma GCC unroll 16
-                for (int v = 0; v < NV; ++v) acc[p][v] += x * w[v];
-            }
+                    for (int v = 0; v < NV; ++v) acc[r][p][v] += x * w[v];
+                }
         }
     }
-    float* y = a.y + (size_t(oy) * a.ow + ox0) * a.ldy + cb0 * kLanes;
     const bool relu = a.act == Act::relu;
     const int left = a.co - cb0 * kLanes;  // channels from this tile's first one
+    if constexpr (R == 2) {  // fused 2x2 max pool: pooled pixel (oy/2, ox0/2 + q)
+        float* y = a.y + (size_t(oy / 2) * (a.ow / 2) + ox0 / 2) * a.ldy + cb0 * kLanes;
+#pragma GCC unroll 8
+        for (int q = 0; q < P / 2; ++q)
 #pragma GCC unroll 16
-    for (int p = 0; p < P; ++p)
+            for (int v = 0; v < NV; ++v) {
+                if (v * kWidth >= left) break;
+                const V t = acc[0][2 * q][v] > acc[0][2 * q + 1][v] ? acc[0][2 * q][v] : acc[0][2 * q + 1][v];
+                const V b = acc[1][2 * q][v] > acc[1][2 * q + 1][v] ? acc[1][2 * q][v] : acc[1][2 * q + 1][v];
+                V m = t > b ? t : b;
+                if (relu) m = m > 0.f ? m : 0.f;
+                store(y + size_t(q) * a.ldy + v * kWidth, m, left - v * kWidth);
+            }
+    } else {
+        float* y = a.y + (size_t(oy) * a.ow + ox0) * a.ldy + cb0 * kLanes;
 #pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v) {
-            if (v * kWidth >= left) break;
-            V r = acc[p][v];
-            if (relu) r = r > 0.f ? r : 0.f;
-            store(y + size_t(p) * a.ldy + v * kWidth, r, left - v * kWidth);
-        }
+        for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v) {
+                if (v * kWidth >= left) break;
+                V m = acc[0][p][v];
+                if (relu) m = m > 0.f ? m : 0.f;
+                store(y + size_t(p) * a.ldy + v * kWidth, m, left - v * kWidth);
+            }
+    }
 }
 
 using TileFn = void (*)(const ConvArgs&, int, int, int);
 
+// Tiles of 1..pmax pixels in one row; of 2, 4, .. pmax pixels in two rows.
 template <int B, size_t... I>
-constexpr std::array<TileFn, sizeof...(I)> tiles(std::index_sequence<I...>) {
-    return {&conv_tile<int(I) + 1, B>...};
+constexpr std::array<TileFn, sizeof...(I)> row_tiles(std::index_sequence<I...>) {
+    return {&conv_tile<1, int(I) + 1, B>...};
+}
+template <int B, size_t... I>
+constexpr std::array<TileFn, sizeof...(I)> pooled_tiles(std::index_sequence<I...>) {
+    return {&conv_tile<2, 2 * (int(I) + 1), B>...};
 }
 
+// Accumulators per tile: one row of up to kMaxTile pixels; for a fused pool, two
+// rows sharing the budget (an even number of pixels each).
 template <int B>
 constexpr int tile_pixels() {
     return std::max(1, std::min(kMaxTile, kAccBudget / (B * kPerBlock)));
+}
+template <int B>
+constexpr int pooled_tile_pairs() {
+    return std::max(1, std::min(kMaxTile, kAccBudget / (2 * B * kPerBlock)) / 2);
+}
+
+// Equal tiles: 28 pixels as 14 + 14, not 14 + 14 + 0.
+inline int even_split(int total, int most) {
+    const int count = (total + most - 1) / most;
+    return (total + count - 1) / count;
 }
 
 // Every output pixel for blocks [cb0, cb0 + B): one group of weights is read from
 // L2 while the image stays in L1.
 template <int B>
 void conv_blocks(const ConvArgs& a, int cb0) {
-    constexpr int pmax = tile_pixels<B>();
-    static constexpr auto table = tiles<B>(std::make_index_sequence<pmax>());
-    // Equal tiles: 28 pixels as 14 + 14, not 14 + 14 + 0.
-    const int count = (a.ow + pmax - 1) / pmax;
-    const int p = (a.ow + count - 1) / count;
+    if (a.pool) {
+        constexpr int most = pooled_tile_pairs<B>();
+        static constexpr auto table = pooled_tiles<B>(std::make_index_sequence<most>());
+        const int pairs = a.ow / 2, q = even_split(pairs, most);
+        for (int oy = a.row_begin; oy < a.row_end; oy += 2)
+            for (int px = 0; px < pairs; px += q) table[std::min(q, pairs - px) - 1](a, oy, 2 * px, cb0);
+        return;
+    }
+    constexpr int most = tile_pixels<B>();
+    static constexpr auto table = row_tiles<B>(std::make_index_sequence<most>());
+    const int p = even_split(a.ow, most);
     for (int oy = a.row_begin; oy < a.row_end; ++oy)
         for (int ox = 0; ox < a.ow; ox += p) table[std::min(p, a.ow - ox) - 1](a, oy, ox, cb0);
 }

@@ -21,6 +21,9 @@ struct PackedStep : StepConstants {
 // the Steps and the backend the packed weights; both outlive every plan.
 std::unique_ptr<Kernel> make_conv2d(const Step& s, const KernelTable* table, const PackedWeights* packed,
                                     int capacity);
+// A direct convolution followed by the 2x2 / 2 max pool `pool` (no padding).
+std::unique_ptr<Kernel> make_conv2d_pool(const Step& conv, const Step& pool, const KernelTable& table,
+                                         const PackedWeights& packed);
 std::unique_ptr<Kernel> make_dense(const Step& s, const KernelTable* table, const PackedWeights* packed);
 std::unique_ptr<Kernel> make_pool2d(const Step& s, const KernelTable& table);
 std::unique_ptr<Kernel> make_elementwise(const Step& s);  // pad2d, affine, activation, softmax
