@@ -54,6 +54,12 @@ def test_quick_run(tmp_path):
     assert header["batch_sizes"] == [1, 8, 64]
     assert {"tensorflow", "keras", "lenet", "numpy"} <= set(header["versions"])
     assert header["models"]["lenet5"]["keras_accuracy"] > 0.9
+    # The FMA floor: lenet5's multiply-adds counted by hand (conv 28*28*6*25 + 10*10*16*150,
+    # dense 400*120 + 120*84 + 84*10) over the measured rate of 2 threads.
+    assert header["models"]["lenet5"]["macs"] == 117_600 + 240_000 + 48_000 + 10_080 + 840
+    rate = header["fma"]["gmacs_per_thread"] * 1e9 * 2
+    assert header["fma"]["threads"] == 2 and rate > 0
+    assert header["models"]["lenet5"]["floor_images_per_s"] == pytest.approx(rate / 416_520)
     rows = doc["results"]
     assert [(r["model"], r["contender"]) for r in rows] == [("lenet5", c) for c in CONTENDERS]
     for r in rows:
@@ -78,6 +84,10 @@ def test_quick_run(tmp_path):
     md = (out / "README-table.md").read_text()
     assert "| model | contender | b1 p50 |" in md and header["machine"]["date"][:10] in md
     assert all(f"`{c}`" in md for c in CONTENDERS)
+    assert "| FMA floor img/s | of floor |" in md
+    cpu = next(r for r in rows if r["contender"] == "lenet-cpu")
+    assert cpu["fraction_of_fma_floor"] == pytest.approx(cpu["tput_b64"] / header["models"]["lenet5"]
+                                                         ["floor_images_per_s"])
 
 
 def _odd_keras_model(path):

@@ -132,6 +132,7 @@ PYBIND11_MODULE(_core, m) {
         .def_property_readonly("data_format", &Network::input_format)
         .def_property_readonly("softmax_appended", &Network::softmax_appended)
         .def_property_readonly("params", &Network::params)
+        .def_property_readonly("macs", &Network::macs, "Multiply-adds per image (convolutions, dense layers).")
         .def("layers",
              [](const Network& n) {
                  py::list rows;

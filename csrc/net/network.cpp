@@ -322,4 +322,13 @@ int64_t Network::params() const {
     return n;
 }
 
+int64_t Network::macs() const {
+    int64_t n = 0;
+    for (const Step& s : steps_) {
+        if (s.op == OpKind::conv2d) n += s.out.size() * s.kh * s.kw * s.in.c;
+        if (s.op == OpKind::dense) n += s.in.size() * s.out.c;
+    }
+    return n;
+}
+
 }  // namespace lenet

@@ -110,6 +110,9 @@ public:
     // One row per Keras layer of the file, with its output shape and parameter count.
     const std::vector<LayerSummary>& summary() const { return summary_; }
     int64_t params() const;
+    // Multiply-adds per image in the convolutions and dense layers: the arithmetic
+    // that bounds the speed of any engine (lenet-bench's FMA floor).
+    int64_t macs() const;
 
 private:
     std::vector<Step> steps_;

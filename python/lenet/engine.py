@@ -110,6 +110,11 @@ class Model:
         return self._network.classes
 
     @property
+    def macs(self) -> int:
+        """Multiply-adds per image in the convolutions and dense layers."""
+        return self._network.macs
+
+    @property
     def input_scale(self) -> float:
         """The factor applied to 0..255 pixels before the network: the file's
         ``lenet_input_scale``, 1.0 when the model starts with a Rescaling layer,

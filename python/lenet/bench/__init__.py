@@ -107,11 +107,13 @@ def main(argv: list[str] | None = None) -> int:
         no_reference = cs.setup(["keras-predict"]).get("keras-predict")
         if no_reference:
             console.print(f"no Keras ({no_reference}): predictions are not checked", style="yellow")
-        header = {"machine": report.machine(threads), "images": plan.images, "source": source,
+        progress.update(task, description="measuring the FMA rate")
+        header = {"machine": report.machine(threads), "fma": fma_rate(threads), "images": plan.images,
+                  "source": source,
                   "rounds": plan.rounds, "latency_block_s": plan.latency_block_s, "block_s": plan.block_s,
                   "batch_sizes": sizes, "contenders": names, "models": {}, "quick": args.quick}
         session = Session(names, cant, no_reference is None, images, labels, workload.write_pngs(images, Path(tmp)),
-                          Path(tmp), sizes, threads, plan, not args.quick if args.probe is None else args.probe,
+                          Path(tmp), sizes, threads, header["fma"], plan, not args.quick if args.probe is None else args.probe,
                           progress, task)
         results = []
         for model in _csv(args.models):
@@ -129,6 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, why in written.items():
         print(f"{args.out / name}" + (f": not written ({why})" if why else ""))
     return 0 if any(r["status"] == "ok" for r in results) else 1
+
+
+def fma_rate(threads: int) -> dict:
+    """The CPU's FP32 multiply-add rate per thread with `threads` threads busy, from
+    the engine's own AVX-512/AVX2 loop: the arithmetic floor every contender is
+    measured against (best of three half-second runs, the machine being shared)."""
+    from lenet import _core
+    rate = max(_core.mac_rate(threads, 0.5) for _ in range(3))
+    return {"gmacs_per_thread": rate, "threads": threads, "kernels": _core.cpu_kernel_sets()[0]}
 
 
 def _terminal():
@@ -175,7 +186,7 @@ def _new_row(model: str, name: str, sizes: list[int]) -> dict:
         "cpu_ratio", "load_s", "first_call_s", "import_s", "peak_rss_mib", "rss_import_mib", "probe_error",
         "prepare_s", "agree", "mismatches", "max_abs_dp", "speedup_b1_vs_keras_predict",
         "speedup_tput_vs_keras_predict", "speedup_b1_vs_best_other", "best_other_b1", "speedup_tput_vs_best_other",
-        "best_other_tput"]))
+        "best_other_tput", "fraction_of_fma_floor"]))
     row.update(flags=[], series=[])
     return row
 
@@ -204,6 +215,7 @@ class Session:
     tmp: Path
     sizes: list                # batch sizes, 1 first
     threads: int
+    fma: dict                  # fma_rate()
     plan: Plan
     probe: bool                # measure load, first call and memory in a fresh process
     progress: object
@@ -230,7 +242,11 @@ def _bench_model(s: Session, source: str):
         return list(rows.values()), {"weights": source, "error": f"{type(e).__name__}: {e}"}
     params = sum(l.weights.size + (0 if l.bias is None else l.bias.size)
                  for l in ctx.spec.layers if l.weights is not None)
-    about = {"weights": str(weights), "parameters": int(params), "keras_accuracy": None, "reference_error": None}
+    macs = lenet.load(weights).macs
+    rate = s.fma["gmacs_per_thread"] * 1e9 * s.threads  # all threads' multiply-adds per second
+    about = {"weights": str(weights), "parameters": int(params), "macs": int(macs),
+             "floor_s": macs / rate, "floor_images_per_s": rate / macs,
+             "keras_accuracy": None, "reference_error": None}
     ref = None
     if s.checked:
         s.progress.update(s.task, description=f"{model}: Keras reference predictions")
@@ -257,7 +273,7 @@ def _bench_model(s: Session, source: str):
 
     for n in runners:
         _summarise(rows[n], series[n], s.threads)
-    _speedups([r for r in rows.values() if r["status"] == "ok"], max(s.sizes))
+    _speedups([r for r in rows.values() if r["status"] == "ok"], max(s.sizes), about["floor_images_per_s"])
     about["elapsed_s"] = time.perf_counter() - started
     return list(rows.values()), about
 
@@ -341,11 +357,14 @@ def _summarise(row: dict, series: dict, threads: int) -> None:
         row["flags"].append("cpu>threads")
 
 
-def _speedups(rows: list[dict], big: int) -> None:
+def _speedups(rows: list[dict], big: int, floor_images_per_s: float) -> None:
     by = {r["contender"]: r for r in rows}
     keras = by.get("keras-predict")
     for r in rows:
-        others = [o for o in rows if o is not r]
+        # "Others" are the other engines: this engine's own variants do not count.
+        others = [o for o in rows if o is not r and not o["contender"].startswith("lenet-")]
+        if r["device"] == "cpu" and r[f"tput_b{big}"]:
+            r["fraction_of_fma_floor"] = r[f"tput_b{big}"] / floor_images_per_s
         if keras:
             r["speedup_b1_vs_keras_predict"] = keras["b1_p50_s"] / r["b1_p50_s"]
             r["speedup_tput_vs_keras_predict"] = r[f"tput_b{big}"] / keras[f"tput_b{big}"]

@@ -227,17 +227,23 @@ def _tf_xla(ctx):
 
 # --- this engine -------------------------------------------------------------------------
 
-def _engine(ctx: Ctx, device: str, files: bool):
+def _engine(ctx: Ctx, device: str, files: bool, cpu_kernels: str = "auto"):
     import lenet
-    engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads)
+    engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads, cpu_kernels=cpu_kernels)
     if files:
         return lambda paths: np.stack([r.probabilities for r in engine.infer(paths)])
     return engine.predict_proba
 
 
-@contender("lenet-cpu", (), "lenet Engine.predict_proba(x), CPU (OpenBLAS)")
+@contender("lenet-cpu", (), "lenet Engine.predict_proba(x), CPU (direct kernels for this CPU's instruction set)")
 def _lenet_cpu(ctx):
     return _engine(ctx, "cpu", False)
+
+
+@contender("lenet-cpu-blas", (), "lenet Engine.predict_proba(x), CPU, cpu_kernels='blas': im2col + OpenBLAS "
+           "(the reference path)")
+def _lenet_cpu_blas(ctx):
+    return _engine(ctx, "cpu", False, "blas")
 
 
 @contender("lenet-cpu-infer", (), "lenet Engine.infer(paths), CPU: read + decode PNG + preprocess + run",
@@ -255,6 +261,34 @@ def _lenet_cuda(ctx):
            device="cuda", takes="files")
 def _lenet_cuda_infer(ctx):
     return _engine(ctx, "cuda", True)
+
+
+@contender("tflite", ("tensorflow",), "TensorFlow Lite interpreter (XNNPACK), converted from the Keras model")
+def _tflite(ctx):
+    import tensorflow as tf
+    try:  # TensorFlow's own interpreter is deprecated in favour of LiteRT's
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        Interpreter = tf.lite.Interpreter
+    with _quiet_stderr():
+        flat = tf.lite.TFLiteConverter.from_keras_model(keras_model(ctx)).convert()
+    h, w, c = ctx.spec.input_shape
+    by_batch = {}  # one interpreter per batch size: resizing reallocates every tensor
+
+    def run(x):
+        n = len(x)
+        if n not in by_batch:
+            with _quiet_stderr():
+                it = Interpreter(model_content=flat, num_threads=ctx.threads)
+            i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
+            it.resize_tensor_input(i, [n, h, w, c])
+            it.allocate_tensors()
+            by_batch[n] = (it, i, o)
+        it, i, o = by_batch[n]
+        it.set_tensor(i, x)
+        it.invoke()
+        return it.get_tensor(o)
+    return _probabilities(ctx, run)
 
 
 # --- optional: ONNX Runtime, PyTorch ---------------------------------------------------------

@@ -99,6 +99,9 @@ def model_line(model: str, about: dict, images: int) -> str:
     if about.get("error"):
         return f"{model}: {about['error']}"
     line = f"{model} — {about['parameters']:,} parameters ({Path(about['weights']).name})"
+    if about.get("macs"):
+        line += (f"; {about['macs'] / 1e6:.2f} M multiply-adds per image, FMA floor "
+                 f"{fmt_time(about['floor_s'])} per image = {fmt_rate(about['floor_images_per_s'])} img/s")
     if about.get("keras_accuracy") is not None:
         line += f"; Keras accuracy {about['keras_accuracy']:.2%} on these {images} digits"
     if about.get("reference_error"):
@@ -125,6 +128,9 @@ def header_lines(h: dict) -> list[str]:
         f"work: {h['images']} digits from {h['source']}; {h['rounds']} interleaved rounds of timed blocks "
         f"(batch 1: {h['latency_block_s']:g} s, batches {h['block_s']:g} s); warm-up excluded",
         "versions: " + ", ".join(f"{k} {v}" for k, v in h["versions"].items()),
+        f"FMA floor: {h['fma']['gmacs_per_thread']:.1f} G multiply-adds/s per thread with {h['fma']['threads']} "
+        f"threads busy (measured, {h['fma']['kernels']} loop); a model's floor is its multiply-adds over "
+        f"{h['fma']['threads']} threads at that rate",
         f"date: {m['date']}; {h['elapsed_s']:.0f} s in all",
     ]
     return lines
@@ -184,8 +190,40 @@ def markdown(header: dict, results: list[dict]) -> str:
     for (status, reason), where in other.items():
         lines += ["", f"{status.capitalize()}: " + ", ".join(f"{c} ({', '.join(m)})" for c, m in where.items())
                   + f": {reason}."]
+    lines += ["", *floor_table(header, results)]
     lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in header["versions"].items()) + "."]
     return "\n".join(lines) + "\n"
+
+
+def floor_table(header: dict, results: list[dict]) -> list[str]:
+    """This engine against the fastest other engine (at batch 1 and in throughput at
+    the largest batch) and against the model's FMA floor."""
+    big = max(header["batch_sizes"])
+    fma = header["fma"]
+    lines = [f"This engine against the fastest other engine and the FMA floor ({fma['gmacs_per_thread']:.1f} G "
+             f"multiply-adds/s per thread measured, {fma['threads']} threads):", "",
+             f"| model | M MACs/image | contender | b1 p50 | fastest other b1 | ratio | img/s b{big} | "
+             f"best other b{big} | ratio | FMA floor img/s | of floor |",
+             "|---|---:|---|---:|---|---:|---:|---|---:|---:|---:|"]
+    for r in results:
+        about = header["models"].get(r["model"], {})
+        if r["status"] != "ok" or r["contender"] not in ("lenet-cpu", "lenet-cuda") or not about.get("macs"):
+            continue
+        by = {o["contender"]: o for o in results if o["model"] == r["model"] and o["status"] == "ok"}
+        b1, tp = by.get(r["best_other_b1"]), by.get(r["best_other_tput"])
+        floor = f"{r['fraction_of_fma_floor']:.0%}" if r.get("fraction_of_fma_floor") else "—"
+        lines.append("| " + " | ".join([
+            r["model"], f"{about['macs'] / 1e6:.2f}", f"`{r['contender']}`", fmt_time(r["b1_p50_s"]),
+            f"`{b1['contender']}` {fmt_time(b1['b1_p50_s'])}" if b1 else "—",
+            f"{r['b1_p50_s'] / b1['b1_p50_s']:.2f}×" if b1 else "—",
+            fmt_rate(r.get(f"tput_b{big}")),
+            f"`{tp['contender']}` {fmt_rate(tp.get(f'tput_b{big}'))}" if tp else "—",
+            f"{r['speedup_tput_vs_best_other']:.2f}×" if tp else "—",
+            fmt_rate(about["floor_images_per_s"]), floor]) + " |")
+    lines += ["", "ratio at b1: this engine's latency over the fastest other's (lower is better); ratio in "
+              "throughput: this engine's images/s over the best other's (higher is better); of floor: "
+              "throughput over the FMA floor."]
+    return lines
 
 
 def _colors(plt, names: list[str]) -> dict:
@@ -306,6 +344,9 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
                   f"(flagged above {threads} threads); load, 1st call, RSS: a fresh process per contender; "
                   f"agrees: same argmax as Keras predict on all {header['images']} digits.",
                   style="dim", highlight=False)
+    console.print()
+    for line in floor_table(header, results):
+        console.print(line, highlight=False, markup=False)
     for r in results:
         if r["status"] != "ok":
             style = "yellow" if r["status"] == "skipped" else "bold red"
