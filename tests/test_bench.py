@@ -85,6 +85,11 @@ def test_quick_run(tmp_path):
     assert "| model | contender | b1 p50 |" in md and header["machine"]["date"][:10] in md
     assert all(f"`{c}`" in md for c in CONTENDERS)
     assert "| FMA floor img/s | of floor |" in md
+    breakdown = header["models"]["lenet5"]["infer_png"]
+    assert breakdown["images"] == 64   # the first 64 of the --quick run's 256 digits
+    for t in ("threads_1", "threads_2"):
+        assert all(breakdown[t][k] > 0 for k in ("total", "decode", "prepare", "engine")), breakdown
+    assert "lenet.infer on" in md
     cpu = next(r for r in rows if r["contender"] == "lenet-cpu")
     assert cpu["fraction_of_fma_floor"] == pytest.approx(cpu["tput_b64"] / header["models"]["lenet5"]
                                                          ["floor_images_per_s"])

@@ -306,7 +306,7 @@ class Engine:
         a callable given the InputError of each image that cannot be read or has no
         digit; that image is left out of the results instead of failing the call."""
         return self._classify(to_batch(images, self.model.input_shape, self.input_scale,
-                                       self.model.channels_first, mode, on_error))
+                                       self.model.channels_first, mode, on_error, self.threads))
 
     def read_number(self, image: Any) -> Number:
         """Reads a number written left to right in one image (a path, bytes or an

@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -61,6 +63,9 @@ class Batch:
     single: bool           # the input was one image (not a batch or a list)
     modes: list[str]       # the path each image took: "mnist" or "photo"
     hwc: np.ndarray        # x as (N, H, W, C) (x itself for a channels_last model)
+    # Seconds spent by to_batch in each stage: "decode" (reading and decoding files and
+    # bytes, checking arrays), "prepare" (resizing, the photo path, assembling the batch).
+    timings: dict = field(default_factory=dict)
 
 
 def _need_cv2():
@@ -253,52 +258,110 @@ def _assemble(blocks: list, sources: list[str], modes: list[str], single: bool, 
 
 
 def to_batch(images: Any, input_hwc: Sequence[int], scale: float, channels_first: bool = False,
-             mode: str = "auto", on_error: Optional[Callable[[InputError], Any]] = None) -> Batch:
+             mode: str = "auto", on_error: Optional[Callable[[InputError], Any]] = None,
+             threads: int = 1) -> Batch:
     """Turns any accepted input into the model's float32 input batch.
 
     ``mode``: "auto", "mnist" or "photo" (see the module docstring). ``on_error``: for
     a list, a callable given the InputError of each item that cannot be read or
     prepared (a blank page in photo mode included); that item is left out. By default,
-    and for an input that is not a list, the error is raised."""
+    and for an input that is not a list, the error is raised (the first one in input
+    order). ``threads``: the items of a list are decoded, and images that need more
+    than a resize are prepared, on this many threads (OpenCV runs without the GIL)."""
     if mode not in MODES:
         raise InputError(f"unknown mode {mode!r} (expected 'auto', 'mnist' or 'photo')")
     h, w, c = input_hwc
     listed = isinstance(images, (list, tuple))
-    blocks, sources, modes, single = [], [], [], False
+    items = list(images) if listed else [images]
 
     def failed(e: InputError):
         if on_error is None or not listed:
             raise e
         on_error(e)
 
-    for i, item in enumerate(images if listed else [images]):
+    def read(i: int):
+        item = items[i]
         if listed:
             label = os.fspath(item) if isinstance(item, (str, os.PathLike)) else f"<input {i}>"
         else:
             label = "<bytes>" if isinstance(item, (bytes, bytearray, memoryview)) else "<array>"
         try:
-            parts, srcs, single = _images(item, label)
+            return _images(item, label)
         except InputError as e:
-            failed(e)
+            return e
+
+    # 1. Decode: every item to its images (a batch array gives several).
+    started = time.perf_counter()
+    parts, sources, owner, single = [], [], [], False
+    errors = []  # (item index, InputError): reported in input order at the end
+    for i, got in enumerate(_map(read, range(len(items)), threads)):
+        if isinstance(got, InputError):
+            errors.append((i, got))
             continue
-        if parts and all(p.shape[:2] == (h, w) and (p.shape[2:] == (c,) or p.ndim == 2 and c == 1) for p in parts):
-            # Already the model's size: one vectorized check, no per-image work for MNIST-like batches.
-            stack = np.asarray(parts, dtype=np.float32).reshape(len(parts), h, w, c)
-            if mode == "mnist" or (mode == "auto" and _dark_ground(stack).all()):
-                blocks.append(stack)
-                sources += srcs
-                modes += ["mnist"] * len(parts)
-                continue
-        for img, src in zip(parts, srcs):
-            try:
-                row, m = _prepare(img, h, w, c, mode, src)
-            except InputError as e:
-                failed(e)
-                continue
-            blocks.append(row[None])
-            sources.append(src)
-            modes.append(m)
-    return _assemble(blocks, sources, modes, single and not listed, input_hwc, scale, channels_first)
+        imgs, srcs, single = got
+        parts += imgs
+        sources += srcs
+        owner += [i] * len(imgs)
+
+    # 2. Images already of the model's size with a dark background (MNIST-like) need no
+    # more than a conversion: one vectorized check for all of them.
+    decoded = time.perf_counter()
+    rows: list = [None] * len(parts)
+    modes: list = [None] * len(parts)
+    sized = [i for i, p in enumerate(parts)
+             if p.shape[:2] == (h, w) and (p.shape[2:] == (c,) or p.ndim == 2 and c == 1)]
+    if sized and mode != "photo":
+        stack = np.asarray([parts[i] for i in sized], dtype=np.float32).reshape(len(sized), h, w, c)
+        direct = np.ones(len(sized), bool) if mode == "mnist" else _dark_ground(stack)
+        for k, i in enumerate(sized):
+            if direct[k]:
+                rows[i], modes[i] = stack[k], "mnist"
+
+    # 3. The rest, one image at a time: resized, or found and normalized as a photo.
+    def prepare(i: int):
+        try:
+            return _prepare(parts[i], h, w, c, mode, sources[i])
+        except InputError as e:
+            return e
+
+    rest = [i for i in range(len(parts)) if rows[i] is None]
+    for i, got in zip(rest, _map(prepare, rest, threads)):
+        if isinstance(got, InputError):
+            errors.append((owner[i], got))
+            continue
+        rows[i], modes[i] = got
+    for _, e in sorted(errors, key=lambda pair: pair[0]):
+        failed(e)
+
+    keep = [i for i in range(len(parts)) if rows[i] is not None]
+    x = np.stack([rows[i] for i in keep]) if keep else np.zeros((0, h, w, c), np.float32)
+    batch = _assemble([x], [sources[i] for i in keep], [modes[i] for i in keep], single and not listed, input_hwc,
+                      scale, channels_first)
+    batch.timings = {"decode": decoded - started, "prepare": time.perf_counter() - decoded}
+    return batch
+
+
+# Below this many items, threads cost more than they save.
+_THREADED_ITEMS = 8
+_pools: dict = {}
+
+
+def _map(fn: Callable, indices, threads: int) -> list:
+    """fn over indices, in order, split into ``threads`` contiguous chunks: the calling
+    thread runs the first, pool threads (kept per count) the others."""
+    indices = list(indices)
+    if threads <= 1 or len(indices) < _THREADED_ITEMS:
+        return [fn(i) for i in indices]
+    pool = _pools.get(threads - 1)
+    if pool is None:
+        pool = _pools[threads - 1] = ThreadPoolExecutor(threads - 1, thread_name_prefix="lenet-preprocess")
+    bounds = [len(indices) * k // threads for k in range(threads + 1)]
+    chunks = [indices[bounds[k]:bounds[k + 1]] for k in range(threads)]
+    others = [pool.submit(lambda part: [fn(i) for i in part], part) for part in chunks[1:]]
+    out = [fn(i) for i in chunks[0]]
+    for f in others:
+        out += f.result()
+    return out
 
 
 def number_batch(image: Any, input_hwc: Sequence[int], scale: float, channels_first: bool,

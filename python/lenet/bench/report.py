@@ -109,6 +109,23 @@ def model_line(model: str, about: dict, images: int) -> str:
     return line
 
 
+def infer_lines(header: dict) -> list[str]:
+    """Where Engine.infer's time goes on PNG files, per model measured."""
+    lines = []
+    for model, about in header["models"].items():
+        got = about.get("infer_png")
+        if not got:
+            continue
+        parts = []
+        for key, t in ((k, k.split("_")[1]) for k in got if k.startswith("threads_")):
+            m = got[key]
+            parts.append(f"{t} thread{'s' if t != '1' else ''}: {fmt_time(m['total'])} = decode "
+                         f"{fmt_time(m['decode'])} + prepare {fmt_time(m['prepare'])} + engine "
+                         f"{fmt_time(m['engine'])} + results {fmt_time(m['rest'])}")
+        lines.append(f"{model}: lenet.infer on {got['images']} PNG files, " + "; ".join(parts))
+    return lines
+
+
 def _load(m: dict) -> str:
     """The 1-minute load average at start and end, with a warning when others used the machine."""
     loads = [m["load_average_start"], m.get("load_average_end", m["load_average_start"])]
@@ -191,6 +208,9 @@ def markdown(header: dict, results: list[dict]) -> str:
         lines += ["", f"{status.capitalize()}: " + ", ".join(f"{c} ({', '.join(m)})" for c, m in where.items())
                   + f": {reason}."]
     lines += ["", *floor_table(header, results)]
+    if infer_lines(header):
+        lines += ["", "Where `Engine.infer` spends its time (medians of interleaved rounds):", "",
+                  *[f"- {line}" for line in infer_lines(header)]]
     lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in header["versions"].items()) + "."]
     return "\n".join(lines) + "\n"
 
@@ -346,6 +366,8 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
                   style="dim", highlight=False)
     console.print()
     for line in floor_table(header, results):
+        console.print(line, highlight=False, markup=False)
+    for line in infer_lines(header):
         console.print(line, highlight=False, markup=False)
     for r in results:
         if r["status"] != "ok":
