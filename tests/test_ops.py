@@ -164,6 +164,11 @@ FUSED_CASES = [
     (28, 28, 1, 32, 5, "same", "sigmoid"),
     (16, 16, 32, 70, 3, "same", "linear"),    # 4 blocks + 1, big enough to split
     (3, 3, 2, 4, 2, "valid", "relu"),         # 2x2 -> 1x1
+    # one input channel: the kernel with vectors along the rows
+    (13, 11, 1, 5, 3, "valid", "relu"),       # 11x9 -> 5x4
+    (40, 70, 1, 9, 5, "same", "tanh"),        # several row chunks, channels in 2 groups
+    (64, 64, 1, 32, 5, "same", "relu"),       # big enough to split rows over threads
+    (2, 2, 1, 1, 1, "valid", "linear"),
 ]
 
 

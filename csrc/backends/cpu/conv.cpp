@@ -17,11 +17,14 @@ public:
     // `pool`: the fused 2x2 / 2 max pool that follows, or null.
     DirectConv2d(const Step& s, const Step* pool, const KernelTable& table, const PackedWeights& packed)
         : s_(s), pool_(pool), table_(table), packed_(packed) {
-        padded_ = s.pad.top || s.pad.bottom || s.pad.left || s.pad.right;
+        // One input channel, stride 1, pooled: the kernel with vectors along the rows.
+        rows_ = pool && s.in.c == 1 && s.sh == 1 && s.sw == 1;
+        padded_ = rows_ || s.pad.top || s.pad.bottom || s.pad.left || s.pad.right;
         ph_ = s.in.h + s.pad.top + s.pad.bottom;
         pw_ = s.in.w + s.pad.left + s.pad.right;
-        // Borders are written once, here; run() only fills the interior.
-        if (padded_) scratch_.assign(size_t(ph_) * pw_ * s.in.c, 0.f);
+        // Borders are written once, here; run() only fills the interior. The row kernel
+        // reads up to two vectors past the end of a row: slack after the last one.
+        if (padded_) scratch_.assign(size_t(ph_) * pw_ * s.in.c + (rows_ ? 2 * kLanes + s.kw : 0), 0.f);
     }
 
     void run(const float* x, float* y, int n, ThreadPool* spare) override {
@@ -31,7 +34,8 @@ public:
         const int oh = pool_ ? 2 * out.h : out.h, ow = pool_ ? 2 * out.w : out.w;
         const size_t row = size_t(in.w) * in.c;
         ConvArgs a{nullptr, ph_,   pw_,     in.c, oh, ow, s_.kh, s_.kw, s_.sh, s_.sw, packed_.w.data(),
-                   packed_.bias.data(), out.c, s_.act, nullptr, out.c, 0, oh, pool_ != nullptr};
+                   s_.weights.data(), packed_.bias.data(), out.c, s_.act, nullptr, out.c, 0, oh, pool_ != nullptr};
+        const auto kernel = rows_ ? table_.conv_rows_pool : table_.conv;
         for (int b = 0; b < n; ++b) {
             const float* image = x + b * in.size();
             if (padded_) {
@@ -42,7 +46,7 @@ public:
             }
             a.x = image;
             a.y = y + b * out.size();
-            conv_split(table_, a, spare);
+            conv_split(kernel, a, spare);
         }
         if (s_.act != Act::relu) apply_activation(s_.act, y, size_t(n) * out.size());
     }
@@ -52,6 +56,7 @@ private:
     const Step* pool_;
     const KernelTable& table_;
     const PackedWeights& packed_;
+    bool rows_;
     bool padded_;
     int ph_, pw_;
     AlignedFloats scratch_;

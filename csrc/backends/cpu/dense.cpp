@@ -18,9 +18,9 @@ public:
 
     void run(const float* x, float* y, int n, ThreadPool* spare) override {
         if (table_ && packed_) {
-            const ConvArgs a{x,     1,      n, in_, 1,    n,    1, 1, 1, 1, packed_->w.data(), packed_->bias.data(),
-                             out_,  s_.act, y, out_, 0, 1, false};
-            conv_split(*table_, a, spare);
+            const ConvArgs a{x,    1,      n, in_,  1,    n, 1, 1, 1, 1, packed_->w.data(), s_.weights.data(),
+                             packed_->bias.data(), out_, s_.act, y, out_, 0, 1, false};
+            conv_split(table_->conv, a, spare);
             if (s_.act != Act::relu) apply_activation(s_.act, y, size_t(n) * out_);
             return;
         }

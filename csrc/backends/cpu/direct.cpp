@@ -58,13 +58,13 @@ PackedWeights pack(const std::vector<float>& hwio, const std::vector<float>& bia
 // calling thread alone: waking another thread costs several microseconds.
 constexpr double kSplitMacs = 2e6;
 
-void conv_split(const KernelTable& table, const ConvArgs& a, ThreadPool* pool) {
+void conv_split(void (*kernel)(const ConvArgs&), const ConvArgs& a, ThreadPool* pool) {
     const int blocks = (a.co + kLanes - 1) / kLanes;
     const int rows = a.row_end - a.row_begin;
     const double macs = double(rows) * a.ow * a.kh * a.kw * a.ci * blocks * kLanes;
     const int parts = pool ? pool->workers() + 1 : 1;
     if (parts < 2 || macs < kSplitMacs) {
-        table.conv(a);
+        kernel(a);
         return;
     }
     const int step = a.pool ? 2 : 1;  // a fused pool consumes rows in pairs
@@ -74,8 +74,12 @@ void conv_split(const KernelTable& table, const ConvArgs& a, ThreadPool* pool) {
             ConvArgs part = a;
             part.row_begin = a.row_begin + step * int(int64_t(units) * i / parts);
             part.row_end = a.row_begin + step * int(int64_t(units) * (i + 1) / parts);
-            if (part.row_begin < part.row_end) table.conv(part);
+            if (part.row_begin < part.row_end) kernel(part);
         });
+        return;
+    }
+    if (a.pool) {  // too few row pairs to share
+        kernel(a);
         return;
     }
     // One row (a dense layer on one image): slices of whole 4-block groups, the
@@ -90,7 +94,7 @@ void conv_split(const KernelTable& table, const ConvArgs& a, ThreadPool* pool) {
         part.bias += first * kLanes;
         part.y += first * kLanes;
         part.co = std::min(a.co - first * kLanes, (last - first) * kLanes);
-        table.conv(part);
+        kernel(part);
     });
 }
 

@@ -28,6 +28,7 @@ struct ConvArgs {
     int oh, ow;
     int kh, kw, sh, sw;
     const float* w;          // packed: [co / 16 blocks][kh][kw][ci][16], zero lanes past co
+    const float* hwio;       // the same weights as the Step holds them (kh, kw, ci, co)
     const float* bias;       // [blocks * 16], zeros past co
     int co;                  // output channels computed (from w's first block)
     Act act;                 // relu is applied in the kernel; others by apply_activation after
@@ -52,6 +53,10 @@ struct PoolArgs {
 struct KernelTable {
     const char* isa;         // "avx512", "avx2", "generic"
     void (*conv)(const ConvArgs&);
+    // One input channel, stride 1, fused 2x2 max pool (every LeNet's first layer):
+    // vectors along the output row, so that few output channels leave no lane idle.
+    // x must be readable 2 vectors past the end of each row (and of the last one).
+    void (*conv_rows_pool)(const ConvArgs&);
     void (*pool)(const PoolArgs&);
     // `iters` rounds of independent multiply-adds (for measure_mac_rate); returns
     // a value that depends on them so that nothing is optimized away.
@@ -93,10 +98,10 @@ struct PackedWeights {
 };
 PackedWeights pack(const std::vector<float>& hwio, const std::vector<float>& bias, int kh, int kw, int ci, int co);
 
-// Splits one call of `conv` over `pool`'s threads and the caller, by output rows
+// Splits one call of `kernel` (a table's conv or conv_rows_pool) over `pool`'s threads and the caller, by output rows
 // or, for a single row (a dense layer), by blocks of output channels. Runs it
 // whole when `pool` is null or the work is too small to pay for waking threads.
-void conv_split(const KernelTable& table, const ConvArgs& a, ThreadPool* pool);
+void conv_split(void (*kernel)(const ConvArgs&), const ConvArgs& a, ThreadPool* pool);
 
 // Tables compiled into this library, best first, that this CPU can run.
 std::vector<const KernelTable*> supported_tables();

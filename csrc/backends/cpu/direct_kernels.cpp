@@ -193,6 +193,99 @@ void conv(const ConvArgs& a) {
     }
 }
 
+// The first layer: one input channel, stride 1, a fused 2x2 max pool. Each
+// accumulator holds kWidth neighbouring conv outputs of one channel; a tile is 2
+// rows x 2 vectors x G channels. Pooling max-es the rows, then even and odd lanes.
+#if defined(__GNUC__) && !defined(__clang__)
+using VI = int __attribute__((vector_size(kWidth * sizeof(int))));
+template <int Odd, size_t... I>
+constexpr VI lane_pairs(std::index_sequence<I...>) {
+    return VI{int(2 * I + Odd)...};
+}
+inline V pool_pairs(V lo, V hi) {  // lane q: max(lanes 2q, 2q + 1) of lo:hi
+    constexpr VI even = lane_pairs<0>(std::make_index_sequence<kWidth>());
+    constexpr VI odd = lane_pairs<1>(std::make_index_sequence<kWidth>());
+    const V a = __builtin_shuffle(lo, hi, even), b = __builtin_shuffle(lo, hi, odd);
+    return a > b ? a : b;
+}
+#else
+inline V pool_pairs(V lo, V hi) {
+    V out;
+    for (int q = 0; q < kWidth; ++q) {
+        const float a = q < kWidth / 2 ? lo[2 * q] : hi[2 * q - kWidth];
+        const float b = q < kWidth / 2 ? lo[2 * q + 1] : hi[2 * q + 1 - kWidth];
+        out[q] = a > b ? a : b;
+    }
+    return out;
+}
+#endif
+
+template <int G>
+void rows_pool_group(const ConvArgs& a, int co0) {
+    const int pw = a.ow / 2;
+    const float* bias = a.bias;  // packed bias: channel o at o
+    for (int oy = a.row_begin; oy < a.row_end; oy += 2)
+        for (int c0 = 0; c0 < a.ow; c0 += 2 * kWidth) {
+            V acc[2][2][G];
+#pragma GCC unroll 8
+            for (int g = 0; g < G; ++g) {
+                const V b = V{} + bias[co0 + g];
+                acc[0][0][g] = acc[0][1][g] = acc[1][0][g] = acc[1][1][g] = b;
+            }
+            for (int ky = 0; ky < a.kh; ++ky) {
+                const float* r0 = a.x + size_t(oy + ky) * a.iw + c0;
+                const float* r1 = r0 + a.iw;
+                const float* wk = a.hwio + size_t(ky) * a.kw * a.co + co0;
+                for (int kx = 0; kx < a.kw; ++kx, wk += a.co) {
+                    const V x00 = load(r0 + kx), x01 = load(r0 + kx + kWidth);
+                    const V x10 = load(r1 + kx), x11 = load(r1 + kx + kWidth);
+#pragma GCC unroll 8
+                    for (int g = 0; g < G; ++g) {
+                        const float w = wk[g];
+                        acc[0][0][g] += x00 * w;
+                        acc[0][1][g] += x01 * w;
+                        acc[1][0][g] += x10 * w;
+                        acc[1][1][g] += x11 * w;
+                    }
+                }
+            }
+            // Pooled columns c0/2 .. c0/2 + kWidth - 1, of which `valid` exist.
+            alignas(64) float pooled[G][kWidth];
+            const bool relu = a.act == Act::relu;
+#pragma GCC unroll 8
+            for (int g = 0; g < G; ++g) {
+                const V lo = acc[0][0][g] > acc[1][0][g] ? acc[0][0][g] : acc[1][0][g];
+                const V hi = acc[0][1][g] > acc[1][1][g] ? acc[0][1][g] : acc[1][1][g];
+                V m = pool_pairs(lo, hi);
+                if (relu) m = m > 0.f ? m : 0.f;
+                std::memcpy(pooled[g], &m, sizeof m);
+            }
+            const int valid = std::min(kWidth, pw - c0 / 2);
+            float* y = a.y + (size_t(oy / 2) * pw + c0 / 2) * a.ldy + co0;
+            for (int q = 0; q < valid; ++q, y += a.ldy)
+#pragma GCC unroll 8
+                for (int g = 0; g < G; ++g) y[g] = pooled[g][q];
+        }
+}
+
+constexpr int kRowGroup = std::max(1, std::min(7, kAccBudget / 4));  // channels per pass
+
+template <size_t... I>
+constexpr std::array<void (*)(const ConvArgs&, int), sizeof...(I)> row_groups(std::index_sequence<I...>) {
+    return {&rows_pool_group<int(I) + 1>...};
+}
+
+void conv_rows_pool(const ConvArgs& a) {
+    static constexpr auto groups = row_groups(std::make_index_sequence<kRowGroup>());
+    // Equal groups: 32 channels as 7, 7, 6, 6, 6 rather than 7, 7, 7, 7, 4.
+    const int count = (a.co + kRowGroup - 1) / kRowGroup;
+    for (int k = 0, co0 = 0; k < count; ++k) {
+        const int g = (a.co - co0) / (count - k);
+        groups[g - 1](a, co0);
+        co0 += g;
+    }
+}
+
 // Pooling over NHWC with windows clipped to the image (TensorFlow's 'same'
 // pooling ignores padding pixels): the window's rows are folded into one row
 // first (contiguous, vectorizes), then each output pixel folds its columns.
@@ -257,7 +350,8 @@ float mac_loop(int64_t iters) {
 }  // namespace LENET_ISA
 
 extern const KernelTable LENET_CAT(kTable_, LENET_ISA);
-const KernelTable LENET_CAT(kTable_, LENET_ISA) = {LENET_STR(LENET_ISA), &LENET_ISA::conv, &LENET_ISA::pool,
+const KernelTable LENET_CAT(kTable_, LENET_ISA) = {LENET_STR(LENET_ISA), &LENET_ISA::conv,
+                                                  &LENET_ISA::conv_rows_pool, &LENET_ISA::pool,
                                                   &LENET_ISA::mac_loop, int64_t(LENET_ISA::kChains) * LENET_ISA::kWidth};
 
 }  // namespace lenet::cpu
