@@ -181,16 +181,17 @@ void conv_blocks(const ConvArgs& a, int cb0) {
         for (int ox = 0; ox < a.ow; ox += p) table[std::min(p, a.ow - ox) - 1](a, oy, ox, cb0);
 }
 
+// Blocks of output channels per pass. Each pass streams its weights (often from
+// L2) once per tile of pixels: wider tiles over fewer blocks load fewer weight
+// bytes per multiply-add, and two 16-lane blocks x 12-14 pixels fill the AVX-512
+// register file (PERFORMANCE.md). AVX2 and SSE registers hold a block in 2 or 4.
+constexpr int kBlocksPerPass = kPerBlock == 1 ? 2 : 1;
+
 void conv(const ConvArgs& a) {
     const int blocks = (a.co + kLanes - 1) / kLanes;
     int cb = 0;
-    for (; cb + 4 <= blocks; cb += 4) conv_blocks<4>(a, cb);
-    switch (blocks - cb) {
-        case 3: conv_blocks<3>(a, cb); break;
-        case 2: conv_blocks<2>(a, cb); break;
-        case 1: conv_blocks<1>(a, cb); break;
-        default: break;
-    }
+    for (; cb + kBlocksPerPass <= blocks; cb += kBlocksPerPass) conv_blocks<kBlocksPerPass>(a, cb);
+    if (cb < blocks) conv_blocks<1>(a, cb);
 }
 
 // The first layer: one input channel, stride 1, a fused 2x2 max pool. Each
