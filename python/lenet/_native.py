@@ -15,13 +15,28 @@ import threading
 
 
 def _preload_openblas() -> None:
+    """Loads our OpenBLAS with one thread. The engine runs it single-threaded inside
+    its own workers (and only on the cpu_kernels="blas" path); left to itself,
+    OpenBLAS starts a thread per core when it loads (importing scipy_openblas32
+    loads it), and those threads poll, taking time from the engine's workers on
+    small machines. NumPy's own OpenBLAS (other symbols) is loaded first, so the
+    setting never reaches it."""
+    import numpy  # noqa: F401
+
+    saved = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
     try:
         import scipy_openblas32
+        path = os.path.join(scipy_openblas32.get_lib_dir(), "libscipy_openblas.so")
+        if os.path.exists(path):
+            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except ImportError:  # the rpath may still find it
-        return
-    path = os.path.join(scipy_openblas32.get_lib_dir(), "libscipy_openblas.so")
-    if os.path.exists(path):
-        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        pass
+    finally:
+        if saved is None:
+            del os.environ["OPENBLAS_NUM_THREADS"]
+        else:
+            os.environ["OPENBLAS_NUM_THREADS"] = saved
 
 
 _preload_openblas()

@@ -282,6 +282,8 @@ class Engine:
         """Probabilities (n, classes) for a float32 batch already in the model's
         input layout and scale: (n, H, W, C), or (n, C, H, W) for a channels_first
         model. A single image without the batch axis is accepted too."""
+        if type(x) is np.ndarray and x.dtype == np.float32 and x.ndim == 4 and x.flags.c_contiguous:
+            return self._executor.run(x)  # the common case: the core checks the shape
         if not isinstance(x, np.ndarray):
             raise InputError(f"predict_proba takes a NumPy array, got {type(x).__name__}")
         if x.dtype.kind not in "fiu" or x.dtype == np.bool_:
