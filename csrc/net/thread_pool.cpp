@@ -1,17 +1,44 @@
 #include "thread_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <exception>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define LENET_PAUSE() _mm_pause()
+#else
+#define LENET_PAUSE() std::this_thread::yield()
+#endif
+
 namespace lenet {
+namespace {
+
+// How long a thread polls before it sleeps: a worker after its last job, a caller
+// waiting for the workers' share. A batch-1 call splits a layer or two, microseconds
+// apart, and calls follow each other closely; a sleeping thread costs a futex
+// wake-up and a trip through the scheduler (tens of microseconds on a VM) instead.
+constexpr auto kPoll = std::chrono::microseconds(100);
+
+template <class Ready>
+bool poll(Ready ready) {
+    const auto until = std::chrono::steady_clock::now() + kPoll;
+    for (int i = 1;; ++i) {
+        if (ready()) return true;
+        LENET_PAUSE();
+        if (i % 64 == 0 && std::chrono::steady_clock::now() > until) return false;
+    }
+}
+
+}  // namespace
 
 struct ThreadPool::Job {
     const std::function<void(int)>* fn;
     int n;
     std::atomic<int> next{0};
+    std::atomic<int> done{0};
     std::mutex mutex;
     std::condition_variable finished;
-    int done = 0;
     std::exception_ptr error;
 };
 
@@ -23,6 +50,7 @@ ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stopping_ = true;
+        queued_.fetch_add(1);  // ends the workers' polling
     }
     wake_.notify_all();
     for (auto& t : threads_) t.join();
@@ -36,22 +64,33 @@ void ThreadPool::work_on(Job& job) {
         } catch (...) {
             error = std::current_exception();
         }
-        std::lock_guard<std::mutex> lock(job.mutex);
-        if (error && !job.error) job.error = error;
-        if (++job.done == job.n) job.finished.notify_all();
+        if (error) {
+            std::lock_guard<std::mutex> lock(job.mutex);
+            if (!job.error) job.error = error;
+        }
+        if (job.done.fetch_add(1) + 1 == job.n) {
+            std::lock_guard<std::mutex> lock(job.mutex);  // a waiter checks `done` under it
+            job.finished.notify_all();
+        }
     }
 }
 
 void ThreadPool::worker_loop() {
     for (;;) {
+        poll([this] { return queued_.load(std::memory_order_acquire) > 0; });
         std::shared_ptr<Job> job;
         {
             std::unique_lock<std::mutex> lock(mutex_);
+            ++sleepers_;
             wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+            --sleepers_;
             if (stopping_) return;
             job = queue_.front();
             // Every index handed out: nobody else needs to find this job.
-            if (job->next.load() >= job->n - 1) queue_.pop_front();
+            if (job->next.load() >= job->n - 1) {
+                queue_.pop_front();
+                queued_.fetch_sub(1);
+            }
         }
         work_on(*job);
     }
@@ -62,27 +101,35 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
     auto job = std::make_shared<Job>();
     job->fn = &fn;
     job->n = n;
-    if (n > 1 && !threads_.empty()) {
+    const bool shared = n > 1 && !threads_.empty();
+    if (shared) {
+        bool sleeping;
         {
             std::lock_guard<std::mutex> lock(mutex_);
             queue_.push_back(job);
+            queued_.fetch_add(1, std::memory_order_release);
+            sleeping = sleepers_ > 0;
         }
-        if (n == 2)
-            wake_.notify_one();
-        else
-            wake_.notify_all();
+        // Polling workers see `queued_`; only sleeping ones need a wake-up.
+        if (sleeping) {
+            if (n == 2)
+                wake_.notify_one();
+            else
+                wake_.notify_all();
+        }
     }
     work_on(*job);
-    {
+    if (!poll([&] { return job->done.load(std::memory_order_acquire) == job->n; })) {
         std::unique_lock<std::mutex> lock(job->mutex);
-        job->finished.wait(lock, [&] { return job->done == job->n; });
+        job->finished.wait(lock, [&] { return job->done.load() == job->n; });
     }
-    if (n > 1 && !threads_.empty()) {
+    if (shared) {
         // Remove the job if no worker got to pop it.
         std::lock_guard<std::mutex> lock(mutex_);
         for (auto it = queue_.begin(); it != queue_.end(); ++it)
             if (*it == job) {
                 queue_.erase(it);
+                queued_.fetch_sub(1);
                 break;
             }
     }

@@ -1,9 +1,10 @@
 // A fixed set of worker threads that run parallel_for jobs. Several callers may
 // submit jobs at once (one Engine called from several Python threads); the
 // calling thread always works on its own job too, so a job never waits for a
-// free worker to make progress.
+// free worker to make progress. Idle workers poll briefly before they sleep.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -34,6 +35,8 @@ private:
     std::mutex mutex_;
     std::condition_variable wake_;
     std::deque<std::shared_ptr<Job>> queue_;
+    std::atomic<int> queued_{0};  // queue_.size(), read without the lock by polling workers
+    int sleepers_ = 0;            // workers blocked on wake_ (under mutex_)
     bool stopping_ = false;
     std::vector<std::thread> threads_;
 };
