@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 
@@ -64,10 +65,14 @@ def main(argv: list[str] | None = None) -> int:
         print("lenet-cli: error: --top-k must be at least 1", file=sys.stderr)
         return 2
     try:
-        engine = lenet.Engine(args.weights, device=args.device, threads=args.threads, arch=args.arch)
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always", RuntimeWarning)  # the CUDA fallback: one line, below
+            engine = lenet.Engine(args.weights, device=args.device, threads=args.threads, arch=args.arch)
     except lenet.Error as e:
         print(f"lenet-cli: error: {e}", file=sys.stderr)
         return 2
+    for note in notes:
+        print(f"lenet-cli: note: {str(note.message).removeprefix('lenet: ')}", file=sys.stderr)
     if args.summary:
         print(engine.summary())
 
