@@ -298,3 +298,35 @@ def test_missing_groups_everywhere(fixtures, tmp_path):  # noqa: F811
     # Every weight and every weighted layer's group is needed.
     assert all(v == "ModelFileError" for k, v in outcomes.items()
                if k.startswith("model_weights/") and ("kernel" in k or "bias" in k)), outcomes
+
+
+@pytest.mark.parametrize("how", ["external link", "external storage", "virtual dataset", "root external link"])
+def test_the_loader_reads_no_other_file(fixtures, tmp_path, how):  # noqa: F811
+    """A model file may not make the loader open another file: a FIFO would hang it, a
+    device or a private file would be read as weights. (A plain file here, so that a
+    regression fails the test instead of hanging it.)"""
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as g:
+        g["x"] = np.ones(4, np.float32)
+        g.copy(h5py.File(_copy(fixtures, "k2_testnet", tmp_path), "r")["model_weights"], "model_weights")
+    fifo = other
+    p = _copy(fixtures, "k2_testnet", tmp_path)
+    with h5py.File(p, "a") as f:
+        name = "model_weights/c1/c1/bias:0"
+        del f[name]
+        if how == "external link":
+            f[name] = h5py.ExternalLink(str(fifo), "/x")
+        elif how == "external storage":
+            f.create_dataset(name, shape=(4,), dtype="f4", external=[(str(fifo), 0, 16)])
+        elif how == "virtual dataset":
+            layout = h5py.VirtualLayout(shape=(4,), dtype="f4")
+            layout[:] = h5py.VirtualSource(str(fifo), "x", shape=(4,))
+            f.create_virtual_dataset(name, layout)
+        else:
+            f["model_weights_real"] = f["model_weights"]
+            del f["model_weights"]
+            f["model_weights"] = h5py.ExternalLink(str(fifo), "/model_weights")
+    t = time.perf_counter()
+    with pytest.raises(ModelFileError, match="external link|other files"):
+        lenet.load(p)
+    assert time.perf_counter() - t < 10

@@ -311,7 +311,7 @@ def _keras_version(f: h5py.File, where: str) -> tuple[str, str]:
     """(keras_version, backend) from the root or model_weights attributes."""
     version = _str_attr(f, "keras_version", where)
     backend = _str_attr(f, "backend", where)
-    mw = f.get("model_weights")
+    mw = _get(f, "model_weights", where)
     if isinstance(mw, h5py.Group):
         version = version or _str_attr(mw, "keras_version", where)
         backend = backend or _str_attr(mw, "backend", where)
@@ -352,11 +352,11 @@ class _Arch:
 
 def _load_h5(f: h5py.File, src: Path, arch: Any) -> ModelSpec:
     where = str(src)
-    if isinstance(f.get("model_weights"), h5py.Group):
+    if isinstance(_get(f, "model_weights", where), h5py.Group):
         kind = "keras-h5-full"
     elif "layer_names" in f.attrs or "layer_names0" in f.attrs:
         kind = "keras-h5-weights"
-    elif isinstance(f.get("layers"), h5py.Group):
+    elif isinstance(_get(f, "layers", where), h5py.Group):
         kind = "keras3-weights-h5"
     else:
         raise ModelFileError(
@@ -442,7 +442,7 @@ def _load_zip(src: Path, arch: Any) -> ModelSpec:
     a = _resolve_arch_for(arch, where) if arch is not None else _Arch(config, where, version, "")
     inner = f"{where}: model.weights.h5"
     with _open_h5(io.BytesIO(data), inner) as f:
-        if not isinstance(f.get("layers"), h5py.Group):
+        if not isinstance(_get(f, "layers", inner), h5py.Group):
             raise ModelFileError(f"{inner}: no 'layers' group")
         return _build_spec(a, _Keras3Weights(f["layers"], inner, "layers"), where, "keras-zip", version, "",
                            _input_scale(f, inner))
@@ -1025,10 +1025,20 @@ class _WeightReader:
 
 
 def _get(group: h5py.Group, name: str, where: str) -> Any:
-    """group.get(name), with HDF5's own failures (a soft link that loops, an external
-    link to a missing file, a corrupt object header) named as the object's."""
+    """group.get(name), with HDF5's own failures (a soft link that loops, a corrupt
+    object header) named as the object's. External links are refused: the loader
+    reads the model file and nothing else (a link to a FIFO or a device would hang or
+    read what it should not)."""
     try:
+        parts = [p for p in name.split("/") if p]
+        for i in range(1, len(parts) + 1):
+            sub = "/".join(parts[:i])
+            if isinstance(group.get(sub, getlink=True), h5py.ExternalLink):
+                raise ModelFileError(f"{where}: '{sub}' is an external link to another file; lenet reads only "
+                                     "the model file itself")
         return group.get(name)
+    except Error:
+        raise
     except Exception as e:
         raise ModelFileError(f"{where}: cannot open '{name}' ({type(e).__name__}: {e})") from e
 
@@ -1103,7 +1113,7 @@ class _Keras3Weights(_WeightReader):
             dsets = []
             while str(len(dsets)) in vars_:
                 i = str(len(dsets))
-                ds = vars_[i]
+                ds = _get(vars_, i, where)
                 if not isinstance(ds, h5py.Dataset):
                     raise ModelFileError(f"{self.where}: '{self.prefix}/{key}/vars/{i}' is not a dataset")
                 dsets.append((f"{self.prefix}/{key}/vars/{i}", ds))
@@ -1139,6 +1149,10 @@ def _attach_weights(layers: list[_Layer], model: _Model, reader: _WeightReader, 
                 raise ModelFileError(f"{w}: weight '{wname}' has shape {tuple(ds.shape)}, expected {shape}")
             if ds.dtype.kind != "f" or ds.dtype.itemsize not in (2, 4, 8):
                 raise ModelFileError(f"{w}: weight '{wname}' has dtype {ds.dtype}; float16/32/64 expected")
+            if ds.external or ds.is_virtual:
+                raise ModelFileError(f"{w}: weight '{wname}' keeps its values in other files "
+                                     f"({'external storage' if ds.external else 'a virtual dataset'}); lenet reads "
+                                     "only the model file itself")
             try:
                 a = np.ascontiguousarray(ds[()], dtype=np.float32)
             except Exception as e:
