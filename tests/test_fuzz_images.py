@@ -256,6 +256,9 @@ def test_huge_virtual_arrays_are_refused_without_touching_them(engine):
         t = time.perf_counter()
         with pytest.raises(lenet.InputError, match="exceeds the limit"):
             engine.infer(a)
+        with pytest.raises(lenet.InputError, match="shape"):   # found by the fuzzer: predict_proba copied it
+            engine.predict_proba(a.astype(np.float32, copy=False) if a.dtype == np.float32 else
+                                 np.broadcast_to(np.float32(0), shape))
         assert time.perf_counter() - t < 1
 
 
@@ -332,3 +335,20 @@ def test_cli_reports_each_bad_file_and_classifies_the_rest(tmp_path, seeds):
     for name, line in zip(bad, errors):
         assert name in line, (name, line)
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("value,frag", [(np.nan, "image 1 of the batch holds NaN or infinite"),
+                                        (np.inf, "image 1 of the batch holds NaN or infinite"),
+                                        (1e38, "output for image 1 of the batch is not finite")])
+def test_predict_proba_never_answers_nan(engine, digits, value, frag):
+    """predict_proba takes ready float32 batches: NaN or infinite pixels, or values so
+    large that the activations overflow, used to come back as NaN probabilities."""
+    x = np.ascontiguousarray(digits[0][:3, ..., None] / 255, dtype=np.float32)
+    if np.isfinite(value):
+        x[1] = value                                     # every pixel: the sums overflow
+    else:
+        x[1, 5, 5, 0] = value
+    with pytest.raises(lenet.InputError, match=frag):
+        engine.predict_proba(x)
+    x[1] = 1e20                                          # huge but finite all through: an answer
+    assert np.isfinite(engine.predict_proba(x)).all()
