@@ -5,6 +5,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
+
 #include "../backends/backend.h"
 #include "../backends/cpu/cpu_backend.h"
 #include "../backends/cpu/direct.h"
@@ -38,12 +40,25 @@ py::array_t<float> run(Executor& ex, const py::array_t<float, py::array::c_style
                          std::to_string(expect[1]) + ", " + std::to_string(expect[2]) + "), got " + got + ")");
     }
     const int64_t n = x.shape(0);
-    py::array_t<float> y({n, int64_t(net.classes())});
+    const int64_t classes = net.classes();
+    py::array_t<float> y({n, classes});
     const float* src = x.data();
     float* dst = y.mutable_data();
     {
         py::gil_scoped_release release;
+        // NaN or infinite inputs would come out as NaN probabilities: refused, never a
+        // silent answer. So is an output that overflowed (finite inputs or weights too
+        // large for float32 activations).
+        const int64_t in_size = d.size();
+        for (int64_t i = 0; i < n * in_size; ++i)
+            if (!std::isfinite(src[i]))
+                throw InputError("image " + std::to_string(i / in_size) + " of the batch holds NaN or infinite values");
         ex.run(src, dst, n);
+        for (int64_t i = 0; i < n * classes; ++i)
+            if (!std::isfinite(dst[i]))
+                throw InputError("the network's output for image " + std::to_string(i / classes) +
+                                 " of the batch is not finite: its activations overflowed float32 (input values "
+                                 "or weights far too large; inputs are expected in the model's scale)");
     }
     return y;
 }

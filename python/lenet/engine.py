@@ -292,6 +292,9 @@ class Engine:
         image = (c, h, w) if self.model.channels_first else (h, w, c)
         if x.shape == image:
             x = x[None]
+        if x.ndim != 4 or x.shape[1:] != image:   # before any copy: a huge or zero-stride view costs nothing
+            raise InputError(f"predict_proba: expected a float32 array of shape (n, {', '.join(map(str, image))}), "
+                             f"got {x.shape}")
         x = np.ascontiguousarray(x, dtype=np.float32)
         return self._executor.run(x)
 

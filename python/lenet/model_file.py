@@ -72,7 +72,8 @@ MAX_CHANNELS = 65536              # input channels and conv filters
 MAX_UNITS = 1 << 20               # Dense units
 MAX_PARAMS = 100_000_000          # weights in the whole model (400 MB of float32)
 MAX_ACTIVATION = 1 << 27          # elements of one image's tensor after any layer
-MAX_JSON_BYTES = 64 << 20         # an architecture JSON (file, attribute or zip member)
+MAX_JSON_BYTES = 8 << 20          # an architecture JSON (file, attribute or zip member): a 1000-layer
+                                  # Keras 3 config is ~1.5 MB; parsing 8 MB costs at most ~200 MB
 MAX_ZIP_WEIGHTS_BYTES = 1 << 30   # model.weights.h5 inside a .keras zip
 
 _HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
@@ -251,10 +252,32 @@ def _to_str(item: Any, where: str) -> str:
     return item.rstrip("\0")
 
 
+# HDF5 datatypes whose attribute values the loader reads (strings; numbers, and
+# Keras' empty float64 array for an empty list).
+_ATTR_TYPES = (h5py.h5t.TypeStringID, h5py.h5t.TypeIntegerID, h5py.h5t.TypeFloatID)
+
+
+def _attr(obj: Any, name: str, where: str) -> Any:
+    """The value of attribute ``name``, read only when its HDF5 datatype is a string
+    or a number. libhdf5 1.14.6 crashes (SIGSEGV) reading a variable-length
+    attribute whose type field is corrupt (neither string nor sequence: one flipped
+    bit, found by tests/fuzz_targets.py); h5py shows that type as a VLEN sequence, a
+    type Keras never writes, so it is refused before any read."""
+    try:
+        tid = h5py.h5a.open(obj.id, name.encode("utf-8")).get_type()
+    except Exception as e:
+        raise ModelFileError(f"{where}: cannot open attribute {name!r} ({type(e).__name__}: {e})") from e
+    if not isinstance(tid, _ATTR_TYPES):
+        raise ModelFileError(f"{where}: attribute {name!r} has an HDF5 datatype lenet does not read "
+                             f"({type(tid).__name__.replace('Type', '').replace('ID', '')}); "
+                             "a Keras file has strings and numbers there")
+    return obj.attrs[name]
+
+
 def _str_attr(obj: Any, name: str, where: str) -> Optional[str]:
     if name not in obj.attrs:
         return None
-    value = obj.attrs[name]
+    value = _attr(obj, name, where)
     if isinstance(value, np.ndarray):
         if value.size != 1:
             raise ModelFileError(f"{where}: attribute {name!r} is not a single string")
@@ -266,11 +289,11 @@ def _str_list_attr(obj: Any, name: str, where: str) -> Optional[list[str]]:
     """A list-of-strings attribute, or None when absent. Handles variable- and
     fixed-length (NULLPAD) strings and Keras' chunked ``name0, name1, ...``."""
     if name in obj.attrs:
-        chunks = [obj.attrs[name]]
+        chunks = [_attr(obj, name, where)]
     else:
         chunks = []
         while f"{name}{len(chunks)}" in obj.attrs:
-            chunks.append(obj.attrs[f"{name}{len(chunks)}"])
+            chunks.append(_attr(obj, f"{name}{len(chunks)}", where))
         if not chunks:
             return None
     out: list[str] = []
@@ -288,7 +311,7 @@ def _keras_version(f: h5py.File, where: str) -> tuple[str, str]:
     """(keras_version, backend) from the root or model_weights attributes."""
     version = _str_attr(f, "keras_version", where)
     backend = _str_attr(f, "backend", where)
-    mw = f.get("model_weights")
+    mw = _get(f, "model_weights", where)
     if isinstance(mw, h5py.Group):
         version = version or _str_attr(mw, "keras_version", where)
         backend = backend or _str_attr(mw, "backend", where)
@@ -308,7 +331,7 @@ def _check_version(version: str, backend: str, where: str) -> None:
 def _input_scale(f: h5py.File, where: str) -> Optional[float]:
     if "lenet_input_scale" not in f.attrs:
         return None
-    value = np.asarray(f.attrs["lenet_input_scale"])
+    value = np.asarray(_attr(f, "lenet_input_scale", where))
     if value.size != 1 or value.dtype.kind not in "fiu":
         raise ModelFileError(f"{where}: attribute 'lenet_input_scale' is not a number ({value!r})")
     scale = float(value.reshape(-1)[0])
@@ -329,11 +352,11 @@ class _Arch:
 
 def _load_h5(f: h5py.File, src: Path, arch: Any) -> ModelSpec:
     where = str(src)
-    if isinstance(f.get("model_weights"), h5py.Group):
+    if isinstance(_get(f, "model_weights", where), h5py.Group):
         kind = "keras-h5-full"
     elif "layer_names" in f.attrs or "layer_names0" in f.attrs:
         kind = "keras-h5-weights"
-    elif isinstance(f.get("layers"), h5py.Group):
+    elif isinstance(_get(f, "layers", where), h5py.Group):
         kind = "keras3-weights-h5"
     else:
         raise ModelFileError(
@@ -419,7 +442,7 @@ def _load_zip(src: Path, arch: Any) -> ModelSpec:
     a = _resolve_arch_for(arch, where) if arch is not None else _Arch(config, where, version, "")
     inner = f"{where}: model.weights.h5"
     with _open_h5(io.BytesIO(data), inner) as f:
-        if not isinstance(f.get("layers"), h5py.Group):
+        if not isinstance(_get(f, "layers", inner), h5py.Group):
             raise ModelFileError(f"{inner}: no 'layers' group")
         return _build_spec(a, _Keras3Weights(f["layers"], inner, "layers"), where, "keras-zip", version, "",
                            _input_scale(f, inner))
@@ -1001,6 +1024,25 @@ class _WeightReader:
         raise NotImplementedError
 
 
+def _get(group: h5py.Group, name: str, where: str) -> Any:
+    """group.get(name), with HDF5's own failures (a soft link that loops, a corrupt
+    object header) named as the object's. External links are refused: the loader
+    reads the model file and nothing else (a link to a FIFO or a device would hang or
+    read what it should not)."""
+    try:
+        parts = [p for p in name.split("/") if p]
+        for i in range(1, len(parts) + 1):
+            sub = "/".join(parts[:i])
+            if isinstance(group.get(sub, getlink=True), h5py.ExternalLink):
+                raise ModelFileError(f"{where}: '{sub}' is an external link to another file; lenet reads only "
+                                     "the model file itself")
+        return group.get(name)
+    except Error:
+        raise
+    except Exception as e:
+        raise ModelFileError(f"{where}: cannot open '{name}' ({type(e).__name__}: {e})") from e
+
+
 class _LegacyWeights(_WeightReader):
     """``model_weights/`` of a full-model file or the root of a Keras 2 weights-only file."""
 
@@ -1016,7 +1058,7 @@ class _LegacyWeights(_WeightReader):
             raise ModelFileError(f"{gw}: {len(names)} layers (at most {MAX_LAYERS})")
         in_file = []
         for name in names:
-            g = self.group.get(name)
+            g = _get(self.group, name, f"{gw}: layer '{name}'")
             if not isinstance(g, h5py.Group):
                 raise ModelFileError(f"{gw}: layer '{name}' is listed in layer_names but has no group")
             wn = _str_list_attr(g, "weight_names", f"{gw}: layer '{name}'") or []
@@ -1032,7 +1074,7 @@ class _LegacyWeights(_WeightReader):
         for l, (name, g, wn) in zip(wanted, in_file):
             dsets = []
             for wname in wn:
-                ds = g.get(wname)
+                ds = _get(g, wname, f"{gw}: layer '{name}': weight '{wname}'")
                 if not isinstance(ds, h5py.Dataset):
                     raise ModelFileError(f"{gw}: layer '{name}': weight '{wname}' is listed in weight_names "
                                          "but there is no such dataset")
@@ -1060,8 +1102,9 @@ class _Keras3Weights(_WeightReader):
                 used[key] = 0
             if l.cls not in _WEIGHTED:
                 continue
-            g = self.group.get(key)
-            vars_ = g.get("vars") if isinstance(g, h5py.Group) else None
+            where = f"{self.where}: layer '{l.name}' ({l.cls})"
+            g = _get(self.group, key, where)
+            vars_ = _get(g, "vars", where) if isinstance(g, h5py.Group) else None
             if not isinstance(vars_, h5py.Group):
                 present = ", ".join(list(self.group.keys())[:20])
                 raise ModelFileError(
@@ -1070,7 +1113,7 @@ class _Keras3Weights(_WeightReader):
             dsets = []
             while str(len(dsets)) in vars_:
                 i = str(len(dsets))
-                ds = vars_[i]
+                ds = _get(vars_, i, where)
                 if not isinstance(ds, h5py.Dataset):
                     raise ModelFileError(f"{self.where}: '{self.prefix}/{key}/vars/{i}' is not a dataset")
                 dsets.append((f"{self.prefix}/{key}/vars/{i}", ds))
@@ -1106,6 +1149,10 @@ def _attach_weights(layers: list[_Layer], model: _Model, reader: _WeightReader, 
                 raise ModelFileError(f"{w}: weight '{wname}' has shape {tuple(ds.shape)}, expected {shape}")
             if ds.dtype.kind != "f" or ds.dtype.itemsize not in (2, 4, 8):
                 raise ModelFileError(f"{w}: weight '{wname}' has dtype {ds.dtype}; float16/32/64 expected")
+            if ds.external or ds.is_virtual:
+                raise ModelFileError(f"{w}: weight '{wname}' keeps its values in other files "
+                                     f"({'external storage' if ds.external else 'a virtual dataset'}); lenet reads "
+                                     "only the model file itself")
             try:
                 a = np.ascontiguousarray(ds[()], dtype=np.float32)
             except Exception as e:

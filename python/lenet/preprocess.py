@@ -30,10 +30,19 @@ Each image then takes one of two paths (``mode``):
 
 Finally pixels (0..255) are multiplied by the model's input scale (1/255 for the
 shipped models).
+
+Limits (SECURITY.md): an encoded image is decoded only when its format is one whose
+size can be read from its header before decoding (PNG, JPEG, BMP, GIF, WebP, TIFF,
+PNM/PAM) and that size is at most ``max_image_pixels()`` pixels (default 100
+million: 300 MB as RGB; set ``LENET_MAX_IMAGE_PIXELS`` in the environment or call
+``set_max_image_pixels``). The same limit applies to each image of an array. A
+declared size above it (a "decompression bomb") is refused with InputError before
+any pixel is allocated.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import time
@@ -54,6 +63,51 @@ except ImportError as _e:  # pragma: no cover - opencv-python-headless is a depe
     _cv2_error = _e
 
 MODES = ("auto", "mnist", "photo")
+
+DEFAULT_MAX_IMAGE_PIXELS = 100_000_000
+# The photo path's 3x3 filters and inpainting need 3 pixels each way: on a 1-pixel-high
+# image OpenCV's inpainting read memory it had not written (answers varied from call
+# to call; found by tests/fuzz_targets.py image-array).
+PHOTO_MIN_SIDE = 3
+
+
+def _env_max_pixels() -> int:
+    value = os.environ.get("LENET_MAX_IMAGE_PIXELS", "").strip()
+    if not value:
+        return DEFAULT_MAX_IMAGE_PIXELS
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise InputError(f"LENET_MAX_IMAGE_PIXELS={value!r}: expected a positive integer (pixels per image)")
+    return n
+
+
+_max_pixels: Optional[int] = None
+
+
+def max_image_pixels() -> int:
+    """The largest image, in pixels (width x height), that lenet decodes or accepts
+    in an array: ``set_max_image_pixels``, else ``LENET_MAX_IMAGE_PIXELS``, else
+    100 million."""
+    return _max_pixels if _max_pixels is not None else _env_max_pixels()
+
+
+def set_max_image_pixels(n: Optional[int]) -> None:
+    """Sets the pixel limit per image for this process (None: back to the default
+    or ``LENET_MAX_IMAGE_PIXELS``)."""
+    global _max_pixels
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise InputError(f"the pixel limit must be a positive integer, got {n!r}")
+    _max_pixels = n
+
+
+def _check_pixels(h: int, w: int, source: str, what: str = "image") -> None:
+    limit = max_image_pixels()
+    if h * w > limit:
+        raise InputError(f"{source}: {what} of {w}x{h} = {h * w:,} pixels exceeds the limit of {limit:,} pixels "
+                         "(lenet.set_max_image_pixels or LENET_MAX_IMAGE_PIXELS raise it)")
 
 
 @dataclass
@@ -78,9 +132,19 @@ def decode(data: bytes, source: str) -> np.ndarray:
     _need_cv2()
     if len(data) == 0:
         raise InputError(f"{source}: empty file")
-    img = _imdecode_upright(np.frombuffer(data, dtype=np.uint8))
+    fmt, w, h = image_size(data, source)
+    if w < 1 or h < 1:
+        raise InputError(f"{source}: a {fmt} image of {w}x{h} pixels (corrupt header)")
+    _check_pixels(h, w, source, f"a {fmt} image")
+    if fmt == "PNG":
+        _check_png_chunks(data, source)
+    try:
+        img = _imdecode_upright(np.frombuffer(data, dtype=np.uint8))
+    except cv2.error as e:
+        raise InputError(f"{source}: OpenCV cannot decode this {fmt} image ({_cv2_message(e)})") from None
     if img is None or img.size == 0:
-        raise InputError(f"{source}: not an image OpenCV can decode")
+        raise InputError(f"{source}: not a {fmt} image OpenCV can decode (corrupt or truncated?)")
+    _check_pixels(img.shape[0], img.shape[1], source, f"a decoded {fmt} image")
     if img.dtype == np.uint16:
         img = (img.astype(np.float32) / 257.0).round().astype(np.uint8)
     elif img.dtype != np.uint8:
@@ -91,6 +155,162 @@ def decode(data: bytes, source: str) -> np.ndarray:
         elif img.shape[2] == 4:
             img = cv2.cvtColor(img, cv2.COLOR_BGRA2RGBA)
     return img
+
+
+def _cv2_message(e: Exception) -> str:
+    """The last line of an OpenCV error, without its source file and line."""
+    text = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+    return text.split(" error: ", 1)[-1]
+
+
+def image_size(data: bytes, source: str = "<bytes>") -> tuple[str, int, int]:
+    """(format, width, height) read from the header of an encoded image, without
+    decoding it. Raises InputError for a format lenet does not decode (see the module
+    docstring) or a header too short or malformed to give a size."""
+    try:
+        found = _header_size(data)
+    except (struct.error, IndexError, ValueError, OverflowError):   # offsets past the end, bad numbers
+        found = None
+    if found is None:
+        fmt = _format_of(data)
+        if fmt is None:
+            raise InputError(f"{source}: not an image lenet decodes (PNG, JPEG, BMP, GIF, WebP, TIFF, PNM)")
+        raise InputError(f"{source}: a {fmt} file whose header gives no image size (truncated or corrupt)")
+    return found
+
+
+def _check_png_chunks(d: bytes, source: str) -> None:
+    """Refuses a PNG with a chunk longer than the data left: OpenCV 5.0 allocates (and
+    zero-fills) the declared length first, so 4 bytes of 0xff cost 4 GB and seconds
+    (found by tests/fuzz_targets.py image-bytes)."""
+    pos = 8
+    while pos + 8 <= len(d):
+        (length,) = struct.unpack_from(">I", d, pos)
+        kind = d[pos + 4:pos + 8]
+        if length > len(d) - pos - 12:
+            raise InputError(f"{source}: a corrupt or truncated PNG: chunk {kind!r} at byte {pos} declares "
+                             f"{length:,} bytes, {max(0, len(d) - pos - 12):,} remain")
+        pos += 12 + length
+        if kind == b"IEND":
+            return
+
+
+def _format_of(d: bytes) -> Optional[str]:
+    if d[:8] == b"\x89PNG\r\n\x1a\n":
+        return "PNG"
+    if d[:2] == b"\xff\xd8":
+        return "JPEG"
+    if d[:2] == b"BM":
+        return "BMP"
+    if d[:6] in (b"GIF87a", b"GIF89a"):
+        return "GIF"
+    if d[:4] == b"RIFF" and d[8:12] == b"WEBP":
+        return "WebP"
+    if d[:4] in (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+"):
+        return "TIFF"
+    if len(d) >= 2 and d[:1] == b"P" and d[1:2] in b"1234567":
+        return "PNM"
+    return None
+
+
+def _header_size(d: bytes) -> Optional[tuple[str, int, int]]:
+    fmt = _format_of(d)
+    if fmt == "PNG":      # IHDR first: width, height (big-endian u32)
+        if d[12:16] != b"IHDR":
+            return None
+        w, h = struct.unpack_from(">II", d, 16)
+        return fmt, w, h
+    if fmt == "JPEG":     # the first start-of-frame segment: height, width (big-endian u16)
+        i = 2
+        while i + 4 <= len(d):
+            if d[i] != 0xFF:
+                return None
+            marker = d[i + 1]
+            if marker == 0xFF:                     # fill byte
+                i += 1
+                continue
+            if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:   # no length
+                i += 2
+                continue
+            if marker in (0xD9, 0xDA):            # end of image, start of scan before any frame
+                return None
+            (length,) = struct.unpack_from(">H", d, i + 2)
+            if length < 2:
+                return None
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                h, w = struct.unpack_from(">HH", d, i + 5)
+                return fmt, w, h
+            i += 2 + length
+        return None
+    if fmt == "BMP":
+        (header,) = struct.unpack_from("<I", d, 14)
+        if header == 12:                           # OS/2 BITMAPCOREHEADER
+            w, h = struct.unpack_from("<HH", d, 18)
+        else:
+            w, h = struct.unpack_from("<ii", d, 18)
+        return fmt, w, abs(h)
+    if fmt == "GIF":      # logical screen
+        w, h = struct.unpack_from("<HH", d, 6)
+        return fmt, w, h
+    if fmt == "WebP":
+        chunk = d[12:16]
+        if chunk == b"VP8X":                       # canvas size - 1, 24-bit little-endian
+            return fmt, 1 + int.from_bytes(d[24:27], "little"), 1 + int.from_bytes(d[27:30], "little")
+        if chunk == b"VP8L" and d[20] == 0x2F:     # 14-bit width - 1, 14-bit height - 1
+            (bits,) = struct.unpack_from("<I", d, 21)
+            return fmt, 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+        if chunk == b"VP8 " and d[23:26] == b"\x9d\x01\x2a":
+            w, h = struct.unpack_from("<HH", d, 26)
+            return fmt, w & 0x3FFF, h & 0x3FFF
+        return None
+    if fmt == "TIFF":     # the first directory's ImageWidth (256) and ImageLength (257)
+        order = "<" if d[:2] == b"II" else ">"
+        big = d[2:4] in (b"+\0", b"\0+")
+        if big:
+            (ifd,) = struct.unpack_from(order + "Q", d, 8)
+            (n,) = struct.unpack_from(order + "Q", d, ifd)
+            first, size, entry = ifd + 8, 20, order + "HHQ"
+        else:
+            (ifd,) = struct.unpack_from(order + "I", d, 4)
+            (n,) = struct.unpack_from(order + "H", d, ifd)
+            first, size, entry = ifd + 2, 12, order + "HHI"
+        dims = {}
+        for k in range(min(n, 4096)):
+            at = first + k * size
+            tag, kind, _ = struct.unpack_from(entry, d, at)
+            value_at = at + (12 if big else 8)
+            if tag in (256, 257):
+                if kind == 3:
+                    (dims[tag],) = struct.unpack_from(order + "H", d, value_at)
+                elif kind == 4:
+                    (dims[tag],) = struct.unpack_from(order + "I", d, value_at)
+                elif kind == 16 and big:
+                    (dims[tag],) = struct.unpack_from(order + "Q", d, value_at)
+                else:
+                    return None
+        if 256 in dims and 257 in dims:
+            return fmt, dims[256], dims[257]
+        return None
+    if fmt == "PNM":      # P1-P6: width and height after the magic; P7 (PAM): WIDTH / HEIGHT lines
+        head = d[:4096].split(b"\n")
+        if d[1:2] == b"7":
+            fields = {}
+            for line in head[1:]:
+                parts = line.split()
+                if parts and parts[0] in (b"WIDTH", b"HEIGHT") and len(parts) > 1:
+                    fields[parts[0]] = int(parts[1])
+                if parts[:1] == [b"ENDHDR"]:
+                    break
+            if b"WIDTH" in fields and b"HEIGHT" in fields:
+                return fmt, fields[b"WIDTH"], fields[b"HEIGHT"]
+            return None
+        tokens = []
+        for line in head:
+            tokens += line.split(b"#", 1)[0].split()
+            if len(tokens) >= 3:
+                return fmt, int(tokens[1]), int(tokens[2])
+        return None
+    return None
 
 
 def _imdecode_upright(buf: np.ndarray) -> Optional[np.ndarray]:
@@ -209,18 +429,21 @@ def _images(item: Any, label: str) -> tuple[list[np.ndarray], list[str], bool]:
             raise InputError(f"{label}: object arrays are not images")
         if item.ndim not in (2, 3, 4):
             raise InputError(f"{label}: array of shape {item.shape} is not an image or a batch of images")
+        single = item.ndim == 2 or (item.ndim == 3 and item.shape[2] in (1, 3, 4))
+        if item.ndim == 4 and item.shape[3] not in (1, 3, 4):
+            raise InputError(f"{label}: array of shape {item.shape} is not an image or a batch of images "
+                             "((H, W), (H, W, C), (N, H, W) or (N, H, W, C) with C in 1, 3, 4)")
+        h, w = item.shape[:2] if single else item.shape[1:3]
+        if (single or item.shape[0]) and (h < 1 or w < 1):
+            raise InputError(f"{label}: array of shape {item.shape} holds images of {w}x{h} pixels (empty)")
+        _check_pixels(h, w, label, f"an array of shape {item.shape}: an image")
+        if item.dtype == np.bool_ or item.dtype.kind not in "uif":
+            raise InputError(f"{label}: unsupported dtype {item.dtype} (expected uint8, uint16 or float)")
         # One range decision for the whole array (see the module docstring).
         a = _to_pixels(item, label) if item.size else item.astype(np.float32)
-        if a.ndim == 2:
+        if single:
             return [a], [label], True
-        if a.ndim == 3 and a.shape[2] in (1, 3, 4):
-            return [a], [label], True
-        if a.ndim == 3:
-            return list(a), [f"{label}[{i}]" for i in range(a.shape[0])], False
-        if a.ndim == 4 and a.shape[3] in (1, 3, 4):
-            return list(a), [f"{label}[{i}]" for i in range(a.shape[0])], False
-        raise InputError(f"{label}: array of shape {a.shape} is not an image or a batch of images "
-                         "((H, W), (H, W, C), (N, H, W) or (N, H, W, C) with C in 1, 3, 4)")
+        return list(a), [f"{label}[{i}]" for i in range(a.shape[0])], False
     raise InputError(f"{label}: cannot classify a {type(item).__name__} "
                      "(give a path, bytes of an encoded image, a NumPy array or a list of these)")
 
@@ -243,9 +466,25 @@ def _prepare(img: np.ndarray, h: int, w: int, c: int, mode: str, source: str) ->
     _need_cv2()
     if mode == "auto":
         mode = "mnist" if img.shape[:2] == (h, w) and _dark_ground(img[None])[0] else "photo"
-    if mode == "photo":
-        img = photo.to_mnist(img, source)
-    return _fit(img, h, w, c, source), mode
+    if mode == "photo" and min(img.shape[:2]) < PHOTO_MIN_SIDE:
+        raise InputError(f"{source}: a {img.shape[1]}x{img.shape[0]} image is too small for the photo path "
+                         f"(at least {PHOTO_MIN_SIDE} pixels each way); mode='mnist' resizes it as it is")
+    with _opencv_errors(source, img, mode):
+        if mode == "photo":
+            img = photo.to_mnist(img, source)
+        return _fit(img, h, w, c, source), mode
+
+
+@contextlib.contextmanager
+def _opencv_errors(source: str, img: np.ndarray, what: str):
+    """An OpenCV failure while preparing an image becomes an InputError naming it: a
+    defect of the preparation on an unusual image (report it), never a crash of the
+    caller. Found by tests/fuzz_targets.py: the photo path on a 32x65320 image."""
+    try:
+        yield
+    except cv2.error as e:
+        raise InputError(f"{source}: the {what} preparation failed on this {img.shape[1]}x{img.shape[0]} image "
+                         f"(OpenCV: {_cv2_message(e)})") from None
 
 
 def _assemble(blocks: list, sources: list[str], modes: list[str], single: bool, hwc: Sequence[int],
@@ -382,5 +621,6 @@ def number_batch(image: Any, input_hwc: Sequence[int], scale: float, channels_fi
         return _assemble(rows, [f"{sources[0]}[{k}]" for k in range(len(rows))], ["photo"] * len(rows), False,
                          input_hwc, scale, channels_first)
 
-    frames, boxes = photo.find_number(parts[0], lambda frames: run(batch(frames).x), sources[0])
+    with _opencv_errors(sources[0], parts[0], "number"):
+        frames, boxes = photo.find_number(parts[0], lambda frames: run(batch(frames).x), sources[0])
     return batch(frames), boxes, sources[0]
