@@ -1,6 +1,8 @@
 #include "executor.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "errors.h"
 #include "layout.h"
@@ -92,6 +94,23 @@ void Executor::run_chunk(Plan& plan, const float* x, float* y, int n, ThreadPool
     });
 }
 
+namespace {
+
+// The first of n vectors of `size` floats that holds a NaN or an infinity, or -1.
+// An OR of comparisons, not a sum: it vectorizes without reassociating floats.
+int64_t first_non_finite(const float* v, int64_t n, int64_t size) {
+    const float most = std::numeric_limits<float>::max();
+    for (int64_t b = 0; b < n; ++b) {
+        const float* p = v + b * size;
+        int bad = 0;
+        for (int64_t i = 0; i < size; ++i) bad |= !(std::fabs(p[i]) <= most);
+        if (bad) return b;
+    }
+    return -1;
+}
+
+}  // namespace
+
 void Executor::run(const float* x, float* y, int64_t n) {
     if (n < 0) throw InputError("negative batch size " + std::to_string(n));
     if (n == 0) return;
@@ -110,7 +129,17 @@ void Executor::run(const float* x, float* y, int64_t n) {
         try {
             for (int64_t b = begin; b < end; b += capacity) {
                 const int m = int(std::min<int64_t>(capacity, end - b));
+                // NaN or infinite inputs would come out as NaN probabilities: refused,
+                // never a silent answer. So is an output that overflowed (inputs or
+                // weights too large for float32 activations).
+                if (const int64_t bad = first_non_finite(x + b * in_size, m, in_size); bad >= 0)
+                    throw InputError("image " + std::to_string(b + bad) +
+                                     " of the batch holds NaN or infinite values");
                 run_chunk(*plan, x + b * in_size, y + b * classes, m, spare);
+                if (const int64_t bad = first_non_finite(y + b * classes, m, classes); bad >= 0)
+                    throw InputError("the network's output for image " + std::to_string(b + bad) +
+                                     " of the batch is not finite: its activations overflowed float32 (input "
+                                     "values or weights far too large; inputs are expected in the model's scale)");
             }
         } catch (...) {
             release(std::move(plan));

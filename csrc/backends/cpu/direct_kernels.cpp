@@ -116,7 +116,7 @@ void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
                 const V t = acc[0][2 * q][v] > acc[0][2 * q + 1][v] ? acc[0][2 * q][v] : acc[0][2 * q + 1][v];
                 const V b = acc[1][2 * q][v] > acc[1][2 * q + 1][v] ? acc[1][2 * q][v] : acc[1][2 * q + 1][v];
                 V m = t > b ? t : b;
-                if (relu) m = m > 0.f ? m : 0.f;
+                if (relu) m = m < 0.f ? 0.f : m;  // NaN stays NaN, as in TensorFlow
                 store(y + size_t(q) * a.ldy + v * kWidth, m, left - v * kWidth);
             }
     } else {
@@ -127,7 +127,7 @@ void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
             for (int v = 0; v < NV; ++v) {
                 if (v * kWidth >= left) break;
                 V m = acc[0][p][v];
-                if (relu) m = m > 0.f ? m : 0.f;
+                if (relu) m = m < 0.f ? 0.f : m;  // NaN stays NaN, as in TensorFlow
                 store(y + size_t(p) * a.ldy + v * kWidth, m, left - v * kWidth);
             }
     }
@@ -258,7 +258,7 @@ void rows_pool_group(const ConvArgs& a, int co0) {
                 const V lo = acc[0][0][g] > acc[1][0][g] ? acc[0][0][g] : acc[1][0][g];
                 const V hi = acc[0][1][g] > acc[1][1][g] ? acc[0][1][g] : acc[1][1][g];
                 V m = pool_pairs(lo, hi);
-                if (relu) m = m > 0.f ? m : 0.f;
+                if (relu) m = m < 0.f ? 0.f : m;  // NaN stays NaN, as in TensorFlow
                 std::memcpy(pooled[g], &m, sizeof m);
             }
             const int valid = std::min(kWidth, pw - c0 / 2);
