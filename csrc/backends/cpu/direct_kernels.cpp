@@ -2,6 +2,11 @@
 // compiled once per instruction set (CMake passes -DLENET_ISA=<name> and the
 // matching -m flags); the vector is the instruction set's register. No
 // intrinsics except the AVX-512 masked store.
+//
+// Everything here has internal linkage (an anonymous namespace) and only the table
+// is exported: a weak symbol compiled with AVX-512 flags could otherwise be merged
+// by the linker into code that runs on any CPU (`nm -C` on the objects shows only
+// kTable_<isa>).
 #include <algorithm>
 #include <array>
 #include <cstring>
