@@ -25,6 +25,7 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 TARGETS = TESTS / "fuzz_targets.py"
 SECONDS = float(os.environ.get("LENET_FUZZ_SECONDS", "10"))
+SEED = int(os.environ.get("LENET_FUZZ_SEED", "1"))  # libFuzzer -seed; set another to explore further
 RSS_LIMIT_MB = 3072
 INPUT_TIMEOUT_S = 60
 
@@ -45,7 +46,10 @@ def fuzz(target: str, work: Path, seeds: Path | None = None) -> dict:
     cmd = [sys.executable, str(TARGETS), target, "--work", str(work / "run"), "--stats", str(stats)]
     if seeds is not None:
         cmd += ["--seeds", str(seeds)]
-    flags = [f"-max_total_time={int(SECONDS)}", f"-timeout={INPUT_TIMEOUT_S}", f"-rss_limit_mb={RSS_LIMIT_MB}",
+    # A fixed seed: a CI run explores the same inputs as a local run of the same
+    # length, so a failure it reports is reproduced by running the test again.
+    flags = [f"-seed={SEED}", f"-max_total_time={int(SECONDS)}", f"-timeout={INPUT_TIMEOUT_S}",
+             f"-rss_limit_mb={RSS_LIMIT_MB}",
              f"-artifact_prefix={work}/", "-print_final_stats=1", "-detect_leaks=0"]
     env = dict(os.environ, OPENCV_LOG_LEVEL="OFF", OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0")
     proc = subprocess.run(cmd + ["--"] + flags, capture_output=True, text=True, errors="replace", env=env,

@@ -9,6 +9,7 @@ csrc/net/network.cpp; documented in SECURITY.md.
 from __future__ import annotations
 
 import json
+import resource
 import shutil
 import time
 import tracemalloc
@@ -206,6 +207,25 @@ def test_corrupt_vlen_attribute_type_does_not_crash_libhdf5(fixtures, tmp_path):
     p.write_bytes(bytes(data))
     with pytest.raises(ModelFileError, match="'layer_names' has an HDF5 datatype"):
         lenet.load(p)
+
+
+def test_a_variable_length_value_claiming_gigabytes_is_refused_before_the_read(fixtures, tmp_path):  # noqa: F811
+    """Found by the model-bytes fuzzer in a 60 s CI run: the length of one
+    'layer_names' string changed to ~4 GB made libhdf5 allocate and fill 4 GB before
+    it compared the length with the heap object. A string's disk form is (length 4
+    bytes, heap collection address 8, object index 4)."""
+    p = _copy(fixtures, "k2_testnet", tmp_path)
+    data = bytearray(p.read_bytes())
+    gcol = data.find(b"GCOL")
+    assert gcol > 0
+    ref = data.find(gcol.to_bytes(8, "little") + (1).to_bytes(4, "little"))   # the reference to object 1
+    assert ref > 4
+    data[ref - 4:ref] = (0xFFFFFFF0).to_bytes(4, "little")
+    p.write_bytes(bytes(data))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    with pytest.raises(ModelFileError, match="variable-length value .* claims 4,294,967,280 bytes"):
+        lenet.load(p)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 1 << 20   # < 1 GiB more
 
 
 @pytest.mark.parametrize("link", ["self", "parent", "dangling", "external"])

@@ -72,6 +72,7 @@ MAX_CHANNELS = 65536              # input channels and conv filters
 MAX_UNITS = 1 << 20               # Dense units
 MAX_PARAMS = 100_000_000          # weights in the whole model (400 MB of float32)
 MAX_ACTIVATION = 1 << 27          # elements of one image's tensor after any layer
+MAX_ATTR_ELEMENTS = 2 * MAX_LAYERS + 16  # an attribute's values (a list of layer or weight names)
 MAX_JSON_BYTES = 8 << 20          # an architecture JSON (file, attribute or zip member): a 1000-layer
                                   # Keras 3 config is ~1.5 MB; parsing 8 MB costs at most ~200 MB
 MAX_ZIP_WEIGHTS_BYTES = 1 << 30   # model.weights.h5 inside a .keras zip
@@ -199,13 +200,14 @@ def _check_global_heaps(buf: Any, name: Any) -> None:
 
 def _walk_global_heaps(buf: Any, data: memoryview, name: Any) -> None:
     size = len(data)
+    collections = []  # (file offset, {object index: size}) of each well-formed collection
     pos = buf.find(b"GCOL")
     while pos != -1:
         # signature, version 1, 3 reserved bytes, collection size (8 bytes, little-endian)
         if pos + 16 <= size and data[pos + 4] == 1:
             csize = int.from_bytes(data[pos + 8:pos + 16], "little")
             if 4096 <= csize <= size - pos:
-                p, end = pos + 16, pos + csize
+                p, end, objects = pos + 16, pos + csize, {}
                 while p < end:
                     if p + 16 > end:        # too small for an object header: free space
                         break
@@ -216,8 +218,43 @@ def _walk_global_heaps(buf: Any, data: memoryview, name: Any) -> None:
                         raise ModelFileError(
                             f"{name}: corrupt HDF5 file: a global heap object at byte {p} does not fit "
                             "its collection")
+                    if idx:
+                        objects[idx] = osize
                     p += need
+                collections.append((pos, objects))
         pos = buf.find(b"GCOL", pos + 4)
+    _check_heap_references(buf, data, collections, name)
+
+
+# A variable-length value larger than this is checked against the heap object it
+# points to before libhdf5 allocates a buffer for it.
+_VLEN_CHECKED_BYTES = 1 << 20
+
+
+def _check_heap_references(buf: Any, data: memoryview, collections: list, name: Any) -> None:
+    """Refuse a variable-length value (a Keras attribute string) that claims to be
+    longer than the heap object it points to. On disk such a value is (length: 4
+    bytes, collection address: 8, object index: 4); libhdf5 allocates and fills
+    `length` bytes before it compares them with the object (4 GB from one changed
+    integer, found by tests/fuzz_targets.py). Only references to an existing object
+    with a length over 1 MB count: a smaller lie costs nothing, and other bytes
+    (text followed by zero padding) can look like an address."""
+    base = max(buf.find(_HDF5_MAGIC, 0, 1 << 20), 0)  # addresses count from the superblock
+    for pos, objects in collections:
+        address = (pos - base).to_bytes(8, "little")
+        q = buf.find(address, 4)
+        while q != -1:
+            if q + 12 <= len(data):
+                length = int.from_bytes(data[q - 4:q], "little")
+                index = int.from_bytes(data[q + 8:q + 12], "little")
+                # A virtual dataset's layout message (version 4, class 3) references the
+                # heap without a length: it is refused later, by name.
+                virtual = data[q - 2] == 4 and data[q - 1] == 3
+                if index in objects and length > max(objects[index], _VLEN_CHECKED_BYTES) and not virtual:
+                    raise ModelFileError(
+                        f"{name}: corrupt HDF5 file: a variable-length value at byte {q - 4} claims {length:,} "
+                        f"bytes; the heap object it points to holds {objects[index]:,}")
+            q = buf.find(address, q + 1)
 
 
 def _read_json(text: Any, where: str) -> Any:
@@ -264,13 +301,20 @@ def _attr(obj: Any, name: str, where: str) -> Any:
     bit, found by tests/fuzz_targets.py); h5py shows that type as a VLEN sequence, a
     type Keras never writes, so it is refused before any read."""
     try:
-        tid = h5py.h5a.open(obj.id, name.encode("utf-8")).get_type()
+        aid = h5py.h5a.open(obj.id, name.encode("utf-8"))
+        tid, points = aid.get_type(), aid.get_space().get_simple_extent_npoints()
     except Exception as e:
         raise ModelFileError(f"{where}: cannot open attribute {name!r} ({type(e).__name__}: {e})") from e
     if not isinstance(tid, _ATTR_TYPES):
         raise ModelFileError(f"{where}: attribute {name!r} has an HDF5 datatype lenet does not read "
                              f"({type(tid).__name__.replace('Type', '').replace('ID', '')}); "
                              "a Keras file has strings and numbers there")
+    # A corrupt dataspace can claim billions of elements: libhdf5 allocates them all
+    # (4 GB from one changed integer, found by tests/fuzz_targets.py) before it
+    # notices the data is not there. Keras' attributes hold at most a layer list.
+    if points > MAX_ATTR_ELEMENTS or points * tid.get_size() > MAX_JSON_BYTES:
+        raise ModelFileError(f"{where}: attribute {name!r} claims {points:,} elements of {tid.get_size()} bytes "
+                             f"(limits: {MAX_ATTR_ELEMENTS:,} elements, {MAX_JSON_BYTES:,} bytes): corrupt file?")
     return obj.attrs[name]
 
 
