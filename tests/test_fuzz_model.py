@@ -228,6 +228,25 @@ def test_a_variable_length_value_claiming_gigabytes_is_refused_before_the_read(f
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 1 << 20   # < 1 GiB more
 
 
+def test_a_string_attribute_claiming_gigabytes_at_a_broken_address_is_refused(fixtures, tmp_path):  # noqa: F811
+    """Found by the model-bytes fuzzer (fixed seed, 60 s): the 'backend' string's
+    length ~4 GB and its heap address past the end of the file: libhdf5 allocated
+    and filled the 4 GB before it looked at the address."""
+    p = _copy(fixtures, "k2_testnet", tmp_path)
+    data = bytearray(p.read_bytes())
+    at = data.find(b"backend\0")
+    head = at - 8                                    # attribute message version 1: sizes, then 8-byte-padded parts
+    assert data[head] == 1, data[head:head + 8]
+    name, dtype, space = (int.from_bytes(data[head + k:head + k + 2], "little") for k in (2, 4, 6))
+    value = at + sum((n + 7) // 8 * 8 for n in (name, dtype, space))
+    data[value:value + 12] = (0xFFFFFF00).to_bytes(4, "little") + (2**64 - 12).to_bytes(8, "little")
+    p.write_bytes(bytes(data))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    with pytest.raises(ModelFileError, match="attribute 'backend' claims a 4,294,967,040-byte string"):
+        lenet.load(p)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 1 << 20
+
+
 @pytest.mark.parametrize("link", ["self", "parent", "dangling", "external"])
 def test_links_that_loop_or_dangle(fixtures, tmp_path, link):  # noqa: F811
     p = _copy(fixtures, "k2_testnet", tmp_path)

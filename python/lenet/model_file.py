@@ -224,6 +224,7 @@ def _walk_global_heaps(buf: Any, data: memoryview, name: Any) -> None:
                 collections.append((pos, objects))
         pos = buf.find(b"GCOL", pos + 4)
     _check_heap_references(buf, data, collections, name)
+    _check_vlen_attributes(buf, data, name)
 
 
 # A variable-length value larger than this is checked against the heap object it
@@ -255,6 +256,70 @@ def _check_heap_references(buf: Any, data: memoryview, collections: list, name: 
                         f"{name}: corrupt HDF5 file: a variable-length value at byte {q - 4} claims {length:,} "
                         f"bytes; the heap object it points to holds {objects[index]:,}")
             q = buf.find(address, q + 1)
+
+
+# The attributes the loader reads that Keras writes as variable-length strings (the
+# list attributes also in numbered chunks: layer_names0, layer_names1, ...).
+_VLEN_ATTRIBUTES = (b"backend", b"keras_version", b"model_config", b"training_config", b"layer_names",
+                    b"weight_names")
+
+
+def _check_vlen_attributes(buf: Any, data: memoryview, name: Any) -> None:
+    """Refuse a variable-length string attribute whose stored length exceeds the
+    file: libhdf5 allocates and fills that length before it follows the value's heap
+    address (4 GB from one changed integer when the address is broken too, found by
+    tests/fuzz_targets.py). Finds the attribute messages of the names the loader
+    reads and checks each value's (length: 4 bytes, heap address: 8, index: 4)."""
+    size = len(data)
+    for attr in _VLEN_ATTRIBUTES:
+        at = buf.find(attr)
+        while at != -1:
+            end = at + len(attr)
+            while end < size and 0x30 <= data[end] <= 0x39:   # chunk number
+                end += 1
+            if end < size and data[end] == 0:
+                for header in (8, 9):                          # the name follows 8 bytes (v1, v2), 9 (v3)
+                    values = _vlen_values(data, at - header, end + 1 - at, header)
+                    for offset, count in values:
+                        for k in range(count):
+                            length = int.from_bytes(data[offset + 16 * k:offset + 16 * k + 4], "little")
+                            if length > size:
+                                raise ModelFileError(
+                                    f"{name}: corrupt HDF5 file: attribute {bytes(data[at:end]).decode()!r} "
+                                    f"claims a {length:,}-byte string in a {size:,}-byte file")
+            at = buf.find(attr, at + 1)
+
+
+def _vlen_values(data: memoryview, start: int, name_size: int, header: int) -> list:
+    """[(offset, count)] of the variable-length string values of the attribute message
+    at `start` whose name is `name_size` bytes (NUL included), or [] when the bytes
+    there are not such a message (HDF5 file format, attribute message versions 1-3)."""
+    if start < 0 or start + 9 > len(data):
+        return []
+    version = data[start]
+    if version not in ((1, 2) if header == 8 else (3,)) or int.from_bytes(data[start + 2:start + 4], "little") != name_size:
+        return []
+    if version == 3 and data[start + 8] not in (0, 1):      # the name's character set: ASCII, UTF-8
+        return []
+    tsize = int.from_bytes(data[start + 4:start + 6], "little")
+    ssize = int.from_bytes(data[start + 6:start + 8], "little")
+    pad = (lambda n: (n + 7) // 8 * 8) if version == 1 else (lambda n: n)
+    t = start + (9 if version == 3 else 8) + pad(name_size)
+    sp = t + pad(tsize)
+    values = sp + pad(ssize)
+    if values > len(data) or tsize < 8 or data[t] & 0x0F != 9 or data[t + 1] & 0x0F != 1:
+        return []                                            # not a VLEN string
+    # dataspace: v1 (version, rank, flags, 5 reserved) or v2 (version, rank, flags, type)
+    sversion, rank = data[sp], data[sp + 1]
+    dims = sp + (8 if sversion == 1 else 4)
+    if sversion not in (1, 2) or rank > 32 or dims + 8 * rank > len(data):
+        return []
+    count = 1
+    for r in range(rank):
+        count *= int.from_bytes(data[dims + 8 * r:dims + 8 * r + 8], "little")
+    if count > MAX_ATTR_ELEMENTS or values + 16 * count > len(data):
+        return []
+    return [(values, count)]
 
 
 def _read_json(text: Any, where: str) -> Any:
