@@ -87,11 +87,20 @@ def _env_max_pixels() -> int:
 _max_pixels: Optional[int] = None
 
 
+_env_pixels: Optional[int] = None
+
+
 def max_image_pixels() -> int:
     """The largest image, in pixels (width x height), that lenet decodes or accepts
-    in an array: ``set_max_image_pixels``, else ``LENET_MAX_IMAGE_PIXELS``, else
-    100 million."""
-    return _max_pixels if _max_pixels is not None else _env_max_pixels()
+    in an array: ``set_max_image_pixels``, else ``LENET_MAX_IMAGE_PIXELS`` (read
+    once, when first needed: a lookup in os.environ costs more than checking a small
+    image), else 100 million."""
+    global _env_pixels
+    if _max_pixels is not None:
+        return _max_pixels
+    if _env_pixels is None:
+        _env_pixels = _env_max_pixels()
+    return _env_pixels
 
 
 def set_max_image_pixels(n: Optional[int]) -> None:
@@ -529,11 +538,14 @@ def to_batch(images: Any, input_hwc: Sequence[int], scale: float, channels_first
         except InputError as e:
             return e
 
-    # 1. Decode: every item to its images (a batch array gives several).
+    # 1. Decode: every item to its images (a batch array gives several). Threads only
+    # for large encoded images: decoding a small PNG (~20 µs) is as much Python as
+    # OpenCV, and two threads contending for the GIL were slower than one.
     started = time.perf_counter()
     parts, sources, owner, single = [], [], [], False
     errors = []  # (item index, InputError): reported in input order at the end
-    for i, got in enumerate(_map(read, range(len(items)), threads)):
+    decoders = threads if _large_files(items) else 1
+    for i, got in enumerate(_map(read, range(len(items)), decoders)):
         if isinstance(got, InputError):
             errors.append((i, got))
             continue
@@ -578,6 +590,21 @@ def to_batch(images: Any, input_hwc: Sequence[int], scale: float, channels_first
                       scale, channels_first)
     batch.timings = {"decode": decoded - started, "prepare": time.perf_counter() - decoded}
     return batch
+
+
+def _large_files(items: list, average: int = 64 << 10) -> bool:
+    """Whether the encoded images among items (paths, bytes) average `average` bytes
+    or more: photos, worth decoding on several threads."""
+    sizes = []
+    for item in items:
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            sizes.append(len(item))
+        elif isinstance(item, (str, os.PathLike)):
+            try:
+                sizes.append(os.path.getsize(item))
+            except OSError:
+                pass
+    return bool(sizes) and sum(sizes) >= average * len(sizes)
 
 
 # Below this many items, threads cost more than they save.

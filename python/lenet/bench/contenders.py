@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import io
 import os
 import sys
 from dataclasses import dataclass, field
@@ -270,7 +271,7 @@ def _tflite(ctx):
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
         Interpreter = tf.lite.Interpreter
-    with _quiet_stderr():
+    with _quiet_stderr(), contextlib.redirect_stdout(io.StringIO()):  # the converter prints its graph
         flat = tf.lite.TFLiteConverter.from_keras_model(keras_model(ctx)).convert()
     h, w, c = ctx.spec.input_shape
     by_batch = {}  # one interpreter per batch size: resizing reallocates every tensor
