@@ -519,3 +519,12 @@ def fixture(fixtures, name):
     if name not in fixtures:
         pytest.skip(f"{name}: {FIXTURES[name]} (tf_keras for keras2) is not installed")
     return fixtures[name]
+
+
+def edit_config(path, fn):
+    """Rewrites the model_config attribute of a full-model .h5 with fn(config)."""
+    import h5py
+    with h5py.File(path, "a") as f:
+        cfg = json.loads(f.attrs["model_config"])
+        fn(cfg)
+        f.attrs["model_config"] = json.dumps(cfg)

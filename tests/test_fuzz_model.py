@@ -22,7 +22,7 @@ h5py = pytest.importorskip("h5py")
 
 import lenet  # noqa: E402
 from fuzz_runner import fuzz  # noqa: E402
-from keras_fixtures import fixture, fixtures  # noqa: E402,F401
+from keras_fixtures import edit_config, fixture, fixtures  # noqa: E402,F401
 from lenet.errors import ModelFileError, UnsupportedModelError  # noqa: E402
 from lenet.model_file import load_spec  # noqa: E402
 
@@ -78,13 +78,6 @@ def _copy(fixtures, name, tmp_path):  # noqa: F811
     return dst
 
 
-def _edit_config(path, fn):
-    with h5py.File(path, "a") as f:
-        cfg = json.loads(f.attrs["model_config"])
-        fn(cfg)
-        f.attrs["model_config"] = json.dumps(cfg)
-
-
 def _layers(cfg):
     return cfg["config"]["layers"]
 
@@ -127,7 +120,7 @@ def _refused_cheaply(exc, fn, *fragments, max_mb=64, max_s=10.0):
 ])
 def test_absurd_sizes_are_refused_before_allocating(fixtures, tmp_path, edit, frag):  # noqa: F811
     p = _copy(fixtures, "k3_testnet", tmp_path)
-    _edit_config(p, edit)
+    edit_config(p, edit)
     _refused_cheaply(ModelFileError, lambda: lenet.load(p), str(p), frag)
 
 
@@ -277,7 +270,7 @@ def _inbound(cfg, name, *sources):
 ])
 def test_functional_graphs_with_cycles_branches_and_bad_names(fixtures, tmp_path, edit, exc, frag):  # noqa: F811
     p = _copy(fixtures, "k2_functional", tmp_path)
-    _edit_config(p, edit)
+    edit_config(p, edit)
     msg = _refused_cheaply(exc, lambda: lenet.load(p), str(p))
     assert frag in msg
 
@@ -285,7 +278,7 @@ def test_functional_graphs_with_cycles_branches_and_bad_names(fixtures, tmp_path
 def test_cycle_without_the_output_terminates(fixtures, tmp_path):  # noqa: F811
     """c3 and s4 feed each other and nothing reaches the output: refused, no endless walk."""
     p = _copy(fixtures, "k2_functional", tmp_path)
-    _edit_config(p, lambda c: (_inbound(c, "c3", "s4"), _inbound(c, "fl", "s2")))
+    edit_config(p, lambda c: (_inbound(c, "c3", "s4"), _inbound(c, "fl", "s2")))
     with pytest.raises(lenet.ModelError):
         lenet.load(p)
 
@@ -306,7 +299,7 @@ def test_duplicate_names_in_sequential_still_load_by_order(fixtures, tmp_path): 
                                  {"module": "keras.activations", "class_name": "function", "config": "elu"}])
 def test_unknown_activations(fixtures, tmp_path, act):  # noqa: F811
     p = _copy(fixtures, "k3_testnet", tmp_path)
-    _edit_config(p, lambda c: _named(c, "d1")["config"].update(activation=act))
+    edit_config(p, lambda c: _named(c, "d1")["config"].update(activation=act))
     if act is None:                      # Keras' default: linear
         lenet.load(p)
         return

@@ -20,7 +20,7 @@ h5py = pytest.importorskip("h5py")
 keras = pytest.importorskip("keras")
 
 import keras_fixtures as kf  # noqa: E402
-from keras_fixtures import FIXTURES, fixture, fixtures  # noqa: E402
+from keras_fixtures import FIXTURES, edit_config, fixture, fixtures  # noqa: E402
 
 import lenet.model_file as mf  # noqa: E402
 from lenet.errors import Error, ModelFileError, UnsupportedModelError  # noqa: E402
@@ -480,13 +480,6 @@ def raises(exc, path, *fragments, arch=None):
     for frag in fragments:
         assert frag in msg, msg
     return msg
-
-
-def edit_config(path, fn):
-    with h5py.File(path, "a") as f:
-        cfg = json.loads(f.attrs["model_config"])
-        fn(cfg)
-        f.attrs["model_config"] = json.dumps(cfg)
 
 
 def layer_cfg(cfg, name):
