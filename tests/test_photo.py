@@ -159,7 +159,7 @@ def test_speckle_noise_is_ignored():
         y, x = rng.integers(0, 480), rng.integers(0, 640)
         img[y:y + rng.integers(1, 4), x:x + rng.integers(1, 4)] = rng.choice([0, 255])
     p = photo.Page(img, "x")
-    x, y, w, h = photo._union(p.boxes[photo.find_digit(p, "x")])
+    x, y, w, h = photo._union(p.boxes[photo.find_digit(p)])
     ys, xs = np.nonzero(ink_of(5, 120) > 0.3)
     assert abs(x - (260 + xs.min())) <= 3 and abs(y - (180 + ys.min())) <= 3
     assert abs(w - (xs.max() - xs.min() + 1)) <= 4 and abs(h - (ys.max() - ys.min() + 1)) <= 4
@@ -169,7 +169,7 @@ def test_broken_strokes_are_one_digit():
     alpha = ink_of(5, 120).copy()
     alpha[28:34] = 0  # the 5's bar cut off from its body
     p = photo.Page(page(alpha), "x")
-    ids = photo.find_digit(p, "x")
+    ids = photo.find_digit(p)
     assert len(ids) >= 2
     assert photo._union(p.boxes[ids])[3] >= 115
 
@@ -185,7 +185,7 @@ def test_frame_is_drawn_as_mnist(shape):
         cv2.circle(alpha, (100, 120), 50, 1.0, -1)
         cv2.line(alpha, (100, 120), (260, 40), 1.0, 12)
     p = photo.Page(page(alpha, at=(100, 150)), "x")
-    f, box = photo.frame(p, photo.find_digit(p, "x"))
+    f, box = photo.frame(p, photo.whole(p, photo.find_digit(p)))
     assert f.shape == (28, 28) and f.dtype == np.float32 and f.max() == pytest.approx(255)
     ys, xs = np.nonzero(f > 10)
     h, w = ys.max() - ys.min() + 1, xs.max() - xs.min() + 1
@@ -200,10 +200,9 @@ def test_strokes_are_brought_to_mnist_width(thickness):
     alpha = np.zeros((300, 300), np.float32)
     cv2.ellipse(alpha, (150, 150), (90, 130), 0, 0, 360, 1.0, thickness)
     p = photo.Page(page(alpha, size=(500, 500), at=(100, 100)), "x")
-    f, _ = photo.frame(p, photo.find_digit(p, "x"))
+    f, _ = photo.frame(p, photo.whole(p, photo.find_digit(p)))
     fine = cv2.resize(f / 255, (112, 112), interpolation=cv2.INTER_LINEAR)
-    lo, _, hi = photo.MNIST_STROKE
-    assert lo - 1.5 <= photo.stroke_width(fine) <= hi + 1.5
+    assert abs(photo.stroke_width(fine) - photo.MNIST_STROKE) <= 3
 
 
 def test_large_images_are_shrunk_early():
