@@ -214,21 +214,101 @@ def test_large_images_are_shrunk_early():
     assert photo.Page(255 - EXAMPLES[1], "x").n == 1
 
 
-@pytest.mark.parametrize("blank", ["lit paper", "scan", "transparent", "black"])
+def test_big_jpegs_are_decoded_smaller():
+    img = np.full((2000, 3400, 3), 235, np.uint8)
+    cv2.putText(img, "7", (1500, 1500), cv2.FONT_HERSHEY_SIMPLEX, 20, (20, 20, 20), 40)
+    stored = cv2.rotate(img, cv2.ROTATE_90_COUNTERCLOCKWISE)  # upright through EXIF orientation 6
+    data = pf.with_exif_orientation(encode(stored, ".jpg"), 6)
+    assert photo.jpeg_reduction(data) == 2  # 3400 / 2 >= 1600 > 3400 / 4
+    assert photo.jpeg_reduction(encode(img, ".jpg", [cv2.IMWRITE_JPEG_PROGRESSIVE, 1])) == 2
+    assert photo.jpeg_reduction(encode(img[:1000, :1500], ".jpg")) == 1
+    for other in (encode(img[:50, :50], ".png"), b"", b"\xff\xd8\xff", b"\xff\xd8" + b"\x00" * 20):
+        assert photo.jpeg_reduction(other) == 1
+    full, reduced = decode(data, "x"), decode(data, "x", reduce=True)
+    assert full.shape == (2000, 3400, 3) and reduced.shape == (1000, 1700, 3)  # both upright
+    assert np.abs(cv2.resize(full, (1700, 1000), interpolation=cv2.INTER_AREA).astype(int) - reduced).mean() < 2
+
+
+@pytest.mark.parametrize("blank", ["lit paper", "scan", "transparent", "black", "desk", "desk corner", "noise"])
 def test_a_blank_page_has_no_digit(engine, blank):
     rng = np.random.default_rng(1)
-    if blank == "lit paper":  # uneven light, paper texture, JPEG
-        light = cv2.resize(rng.uniform(0.6, 1.0, (3, 4)).astype(np.float32), (640, 480), interpolation=cv2.INTER_CUBIC)
+    light = cv2.resize(rng.uniform(0.6, 1.0, (3, 4)).astype(np.float32), (640, 480), interpolation=cv2.INTER_CUBIC)
+    if blank in ("lit paper", "desk", "desk corner"):  # uneven light, paper texture, JPEG
         img = page(np.zeros((1, 1), np.float32), light=light)
+        if blank != "lit paper":  # a dark desk beside the page, along one side or two
+            img[:, :90] = 50
+            if blank == "desk corner":
+                img[:120] = 50
         img = encode(np.clip(img + rng.normal(0, 3, img.shape), 0, 255).astype(np.uint8), ".jpg")
     elif blank == "scan":
         img = np.full((600, 400), 250, np.uint8)
     elif blank == "transparent":
         img = np.zeros((300, 300, 4), np.uint8)
-    else:
+    elif blank == "black":
         img = np.zeros((300, 300), np.uint8)
+    else:  # a dim board: only sensor noise
+        img = np.clip(rng.normal(45, 6, (480, 640)), 0, 255).astype(np.uint8)
     with pytest.raises(lenet.InputError, match="no digit found"):
         engine.infer(img, mode="photo")
+    with pytest.raises(lenet.InputError, match="no digit found"):
+        engine.read_number(img)
+
+
+def test_blank_photo_like_pages_have_no_digit(engine):
+    """Photos with the desk beside the page, scans, drawings and boards with nothing
+    on them (photo_fixtures): no digit, whether read as a digit or as a number."""
+    for i in range(20):
+        data, kind = pf.blank_page_image(None, None, 3, i)
+        with pytest.raises(lenet.InputError, match="no digit found"):
+            engine.infer(data)
+        with pytest.raises(lenet.InputError, match="no digit found"):
+            engine.read_number(data)
+
+
+def test_edge_cases(engine):
+    for tiny in (np.full((1, 1), 255, np.uint8), np.zeros((1, 1), np.uint8), np.full((2, 3), 9, np.uint8)):
+        with pytest.raises(lenet.InputError, match="no digit found"):
+            engine.infer(tiny, mode="photo")
+    # Extreme aspect ratios are shrunk without losing a side.
+    for shape in ((4, 9000), (9000, 4)):
+        g, n = photo.shrink(np.full(shape, 200, np.float32))
+        assert n == 12 and g.shape == tuple(max(1, d // 12) for d in shape)
+    line = np.full((3, 9000), 255, np.uint8)
+    line[:, 4000:4400] = 0
+    with pytest.raises(lenet.InputError, match="no digit found"):
+        engine.infer(line, mode="photo")
+    # A digit cut by the border, or a bold one running into it, is still the digit.
+    cut = page(ink_of(3, 200), size=(300, 300), at=(50, 0))[:, 25:]
+    assert engine.infer(cut).digit == 3
+    bold = np.full((200, 200), 255, np.uint8)
+    cv2.putText(bold, "7", (60, 225), cv2.FONT_HERSHEY_SIMPLEX, 7, 0, 18)
+    assert engine.infer(bold).digit == 7
+    # A crop as tight as the digit touches all four sides: not the edge of a desk.
+    for d in (1, 4):
+        ys, xs = np.nonzero(EXAMPLES[d] > 30)
+        assert engine.infer(255 - EXAMPLES[d][ys.min():ys.max() + 1, xs.min():xs.max() + 1]).digit == d
+
+
+def test_cut_paths_pass_between_touching_digits():
+    """A bar joined to a ring by a short stroke (a 1 running into a 0) is cut across
+    that stroke; a wide ring alone only through both its sides (two crossings)."""
+    alpha = np.zeros((120, 200), np.float32)
+    cv2.line(alpha, (40, 10), (46, 110), 1.0, 9)
+    cv2.line(alpha, (44, 60), (70, 60), 1.0, 5)
+    cv2.ellipse(alpha, (115, 60), (45, 50), 0, 0, 360, 1.0, 9)
+    p = photo.Page(page(alpha, size=(300, 400), at=(80, 100)), "x")
+    (label,) = p.ink_labels()
+    cuts = photo._cut_paths(p, int(label), 100.0)
+    path, crossings = min(cuts, key=lambda c: c[1])
+    assert crossings == 1 and 100 + 50 <= np.median(path) <= 100 + 66  # between the bar and the ring
+    left, right = photo._pieces_of(p, int(label), [(path, crossings)])
+    assert left.x1 <= 100 + 70 and right.x0 >= 100 + 48 and right.x1 >= 100 + 160
+
+    ring = np.zeros((120, 200), np.float32)
+    cv2.ellipse(ring, (100, 60), (90, 50), 0, 0, 360, 1.0, 9)
+    p = photo.Page(page(ring, size=(300, 400), at=(80, 100)), "x")
+    (label,) = p.ink_labels()
+    assert all(n >= 2 for _, n in photo._cut_paths(p, int(label), 100.0))
 
 
 # ------------------------------------------------------------------ modes and the API
@@ -292,6 +372,14 @@ def test_read_number_joins_broken_strokes_and_cuts_touching_digits(engine):
     assert engine.read_number(page(alpha, size=(300, 700), at=(100, 120))).number == "5238"
     touching = row([6, 3, 9], overlap=4)  # the 6 runs into the 3
     assert engine.read_number(page(touching, size=(300, 600), at=(100, 120))).number == "639"
+
+
+def test_read_number_skips_stray_marks(engine):
+    alpha = np.zeros((160, 420), np.float32)
+    alpha[20:110, 10:393] = row([4, 0, 7, 1], gap=30)
+    cv2.circle(alpha, (150, 140), 9, 1.0, -1)  # a blot under the number
+    cv2.line(alpha, (300, 138), (325, 132), 1.0, 3)  # a scratch
+    assert engine.read_number(page(alpha, size=(300, 700), at=(60, 100))).number == "4071"
 
 
 def test_read_number_errors(engine):

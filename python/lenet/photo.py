@@ -168,6 +168,9 @@ def darkening(ground: np.ndarray, p: np.ndarray) -> np.ndarray:
 # above LOW connected to ink above HIGH somewhere. LOW keeps a fainter digit beside a
 # darker one, and a stroke's soft edges; HIGH keeps texture and noise from starting one.
 NO_INK, LOW, HIGH = 0.15, 0.25, 0.4
+# The darkest ink must also stand this many standard deviations of the noise above
+# the paper: the 3×3 median's peak over a page of pure noise reaches about 3.
+NOISE = 6
 # A digit is at least this fraction of the image's longest side (and 5 px) tall or
 # wide: anything smaller alone is a speck. Parts of a digit may be smaller: a number
 # judges them by its digits' height (``find_number``); below 3 px all are specks.
@@ -202,11 +205,18 @@ class Page:
         bg = cv2.GaussianBlur(paper(_coarse(p)), (0, 0), 1.0)
         self.paper = cv2.resize(bg, (p.shape[1], p.shape[0]), interpolation=cv2.INTER_LINEAR)
         self.ink = darkening(self.paper, p)
+        # The noise (sensor, paper texture, JPEG): ink only darkens, so what lies
+        # lighter than the paper is noise, the mirror of the noise that darkens; its
+        # standard deviation from the median of that half (0.6745 sd for a normal).
+        ground = self.paper[::2, ::2]
+        lighter = cv2.divide(cv2.subtract(p[::2, ::2], ground), cv2.max(ground, 32.0))
+        lighter = lighter[lighter > 0]
+        noise = float(np.median(lighter)) / 0.6745 if lighter.size else 0.0
         # Seeds and peak from a 3×3 median: salt-and-pepper noise and paper fibres
         # cannot start a stroke (the strokes themselves keep their fine detail).
         smooth = cv2.medianBlur(self.ink, 3)
         peak = float(smooth.max())
-        if peak < NO_INK:  # paper texture, JPEG noise and lighting stay below
+        if peak < max(NO_INK, NOISE * noise):  # paper texture, JPEG noise and lighting stay below
             raise InputError(f"{source}: no digit found (no ink darker or lighter than the paper)")
         low, high = self.ink > LOW * peak, smooth > HIGH * peak
         count, self.labels, stats, _ = cv2.connectedComponentsWithStats(low.astype(np.uint8), connectivity=8)
@@ -422,12 +432,14 @@ def to_mnist(img: np.ndarray, source: str = "<array>") -> np.ndarray:
 ASPECT = np.array([[0.93, 0.49, 0.97, 0.84, 0.82, 0.99, 0.74, 0.81, 0.79, 0.71],
                    [0.16, 0.20, 0.21, 0.15, 0.16, 0.23, 0.16, 0.17, 0.17, 0.14]])
 SLANT = 1.3  # handwriting is more slanted and rotated than MNIST: its spread of widths is wider
-SHORT = 0.9  # a digit less tall than this is suspect (a fragment); its odds fall as a normal of sd 0.1
+# A digit less tall than SHORT is suspect (a fragment), one taller than TALL too (a
+# digit with a stray mark): beyond them its odds fall as a normal of sd 0.1.
+SHORT, TALL = 0.9, 1.15
 # Prior odds of the accidents of handwriting: two digits that touch (a component cut in
 # two; each further stroke the cut crosses, as through the middle of a 0, CROSSING
 # more), and a digit whose strokes do not meet (each further component in it).
 TOUCHING, CROSSING, BROKEN = 0.1, 0.2, 0.1
-SKIP = 60.0       # a stray mark as big as a digit costs e^-60, one a fifth as big e^-2.4
+SKIP = 30.0       # a stray mark as big as a digit costs e^-30, one a third as big e^-3.3
 FRAGMENT = 0.15   # smaller components are specks, neither digits nor parts of one
 MAX_GAP = 0.25    # the widest gap between two components of one digit
 MAX_WIDTH = 1.8   # the widest digit (a 2 with a long tail)
@@ -508,15 +520,17 @@ def _parts(pieces: list[Part]) -> list[Part]:
 
 
 def _pieces(page: Page) -> tuple[list[Part], float]:
-    """The pieces of a number, left to right (by their middles), and its digits'
-    height."""
+    """The pieces of a number, left to right, and its digits' height."""
     ids = page.ink_labels()
     heights = page.boxes[ids[page.side[ids] >= page.min_digit], 3]
     height = float(np.median(heights[heights >= 0.5 * heights.max()]))
+    labels = ids[page.side[ids] >= FRAGMENT * height]
+    # Components by their middles; the pieces of one together, so that a mark within
+    # a touching pair's span cannot come between the two halves of a digit.
+    labels = labels[np.argsort(2 * page.boxes[labels, 0] + page.boxes[labels, 2], kind="stable")]
     pieces: list[Part] = []
-    for label in ids[page.side[ids] >= FRAGMENT * height]:
+    for label in labels:
         pieces += _pieces_of(page, int(label), _cut_paths(page, int(label), height))
-    pieces.sort(key=lambda p: (p.x0 + p.x1, p.label))
     return pieces, height
 
 
@@ -554,7 +568,7 @@ def _choose(pieces: list[Part], sides: np.ndarray, runs: list[_Run], probs: np.n
     of all the pieces: each piece in one digit or a stray mark. A digit counts with
     the probability the network gives its best class (``probs``, one row per run),
     how usual its width is for that class (``ASPECT``, SLANT) and its height for the
-    number (SHORT), and BROKEN per further component; a digit boundary through a
+    number (SHORT, TALL), and BROKEN per further component; a digit boundary through a
     component with TOUCHING (and CROSSING); a stray mark (a whole component, of
     longer side ``sides``) with SKIP."""
     n = len(pieces)
@@ -563,8 +577,8 @@ def _choose(pieces: list[Part], sides: np.ndarray, runs: list[_Run], probs: np.n
         c = int(np.argmax(pk))
         _, _, w, h = r.box
         z = (w / h - ASPECT[0, c]) / (SLANT * ASPECT[1, c])
-        short = max(0.0, SHORT - h / height) / 0.1
-        score[r.i, r.j] = (float(np.log(max(pk[c], 1e-30))) - z * z / 2 - short * short / 2
+        odd = max(0.0, SHORT - h / height, h / height - TALL) / 0.1
+        score[r.i, r.j] = (float(np.log(max(pk[c], 1e-30))) - z * z / 2 - odd * odd / 2
                            + (r.components - 1) * np.log(BROKEN), k)
     # boundary[i]: the log odds of a digit boundary before piece i, for each component on both sides.
     boundary = [0.0] * (n + 1)
