@@ -16,10 +16,11 @@ photo is none of that. The steps, each a function or class below:
    the edges of the paper, a desk or a shadow at the image's border, are set apart;
 4. ``find_digit``: the largest component and the components beside it (a broken
    stroke); or, for a number, ``find_number``: every digit left to right, broken
-   strokes joined and touching digits cut where the network reads the pieces best;
+   strokes joined, touching digits cut and stray marks left out where that gives
+   the likeliest reading;
 5. ``frame``: a digit's ink, taken at full size, cropped to its bounding box, its
-   strokes brought to MNIST's width when far from it, scaled into 20×20 and pasted
-   in 28×28 by its centre of mass, as MNIST was made.
+   strokes brought to MNIST's median width, scaled into 20×20 and pasted in 28×28
+   by its centre of mass, as MNIST was made.
 
 Images are float32 or uint8 arrays of pixels 0..255: (H, W), or (H, W, C) with C = 1,
 3 (RGB) or 4 (RGBA). Sizes and distances of the page are in working pixels unless
@@ -36,7 +37,7 @@ import numpy as np
 
 from .errors import InputError
 
-WORK_SIDE = 800      # px; a digit 2% of a 12 MP photo's height is still 12+ px tall here
+WORK_SIDE = 800      # px; a digit 2% of a photo's height is still 10+ px tall here
 COARSE_SIDE = 128    # px; the paper's brightness is smooth: estimated at this scale
 BOX, FRAME = 20, 28  # MNIST: digits fit a 20×20 box in a 28×28 frame
 
@@ -141,17 +142,13 @@ def paper(c: np.ndarray) -> np.ndarray:
     if count > 2:
         main = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
         x, y, w, h = stats[:, 0], stats[:, 1], stats[:, 2], stats[:, 3]
-        at_border = (x == 0) | (y == 0) | (x + w == c.shape[1]) | (y + h == c.shape[0])
-        for r in range(1, count):
-            if r == main:
-                continue
-            if at_border[r]:  # compared with the paper within the filter's width of it
-                y0, x0 = max(y[r] - k, 0), max(x[r] - k, 0)
-                box = (slice(y0, y[r] + h[r] + k), slice(x0, x[r] + w[r] + k))
-                near = c[box][regions[box] == main]
-                if near.size == 0 or np.median(c[box][regions[box] == r]) > (1 - EDGE_STEP) * np.median(near):
-                    continue
-            strokes[regions == r] = 1
+        fill = ~((x == 0) | (y == 0) | (x + w == c.shape[1]) | (y + h == c.shape[0]))
+        for r in np.nonzero(~fill)[0]:  # at the border: compared with the paper within the filter's width
+            box = (slice(max(y[r] - k, 0), y[r] + h[r] + k), slice(max(x[r] - k, 0), x[r] + w[r] + k))
+            near = c[box][regions[box] == main]
+            fill[r] = near.size > 0 and np.median(c[box][regions[box] == r]) <= (1 - EDGE_STEP) * np.median(near)
+        fill[[0, main]] = False
+        strokes[fill[regions]] = 1
     c8 = np.clip(c, 0, 255).astype(np.uint8)
     return cv2.inpaint(c8, strokes, 3, cv2.INPAINT_TELEA).astype(np.float32)
 
