@@ -73,12 +73,13 @@ def _canvas_size(rng, min_w, min_h, small):
     return max(w, min_w), max(h, min_h)
 
 
-def compose(alpha, rng, kind=None):
+def compose(alpha, rng, kind=None, desk=None):
     """Puts ink coverage `alpha` somewhere on a large canvas of the given kind
-    ("photo", "scan", "paint", "chalk"; random if None) and encodes it. Returns bytes."""
+    ("photo", "scan", "paint", "chalk"; random if None) and encodes it; a photo shows
+    the desk beside the page one time in five (or as `desk` says). Returns bytes."""
     kind = kind or rng.choice(["photo"] * 6 + ["scan", "paint", "chalk"])
     ah, aw = alpha.shape
-    desk = kind == "photo" and rng.random() < 0.2
+    desk = kind == "photo" and (rng.random() < 0.2 if desk is None else desk)
     w, h = _canvas_size(rng, aw + 40, ah + 40, small=kind == "paint")  # paint programs: smaller canvases
     band = min(int(0.12 * w), w - aw - 20) if desk else 0  # a dark desk along the left edge
     x0 = int(rng.integers(band + 10, w - aw - 10 + 1))
@@ -158,6 +159,14 @@ def number_image(images, labels, seed, i):
     picks = rng.choice(len(images), int(rng.integers(2, 7)), replace=False)
     alpha = row_alpha(images[picks], rng.uniform(50, 150), rng)
     return compose(alpha, rng), "".join(str(labels[k]) for k in picks), picks
+
+
+def blank_page_image(images, labels, seed, i):
+    """(encoded image, kind): a page with no digit: a photo with the desk beside it
+    (and uneven light, texture, specks, JPEG), or a scan, a drawing or a board."""
+    rng = np.random.default_rng([seed, i])
+    kind = ["photo", "photo", "scan", "paint", "chalk"][i % 5]
+    return compose(np.zeros((1, 1), np.float32), rng, kind, desk=kind == "photo"), kind
 
 
 def generate(make, images, labels, n, seed, workers=2):

@@ -21,8 +21,8 @@ Each image then takes one of two paths (``mode``):
 - ``"photo"``: a photo, scan or drawing of a digit anywhere in the image, dark on light
   or light on dark (``lenet.photo``): found, cropped, scaled into 20×20 and centred
   by centre of mass in 28×28 as MNIST was made, then brought to the model's input
-  size like the mnist path. An image with no ink at all raises InputError ("no digit
-  found").
+  size like the mnist path. An image with no digit (blank paper, specks, only the
+  edge of a desk or a shadow) raises InputError ("no digit found").
 - ``"auto"`` (the default) picks per image: "mnist" when the image has the model's
   input size (28×28 for the shipped models) and a dark background (the median of its
   outermost pixels, gray, is below 128), "photo" otherwise — whatever the image came
@@ -65,10 +65,6 @@ except ImportError as _e:  # pragma: no cover - opencv-python-headless is a depe
 MODES = ("auto", "mnist", "photo")
 
 DEFAULT_MAX_IMAGE_PIXELS = 100_000_000
-# The photo path's 3x3 filters and inpainting need 3 pixels each way: on a 1-pixel-high
-# image OpenCV's inpainting read memory it had not written (answers varied from call
-# to call; found by tests/fuzz_targets.py image-array).
-PHOTO_MIN_SIDE = 3
 
 
 def _env_max_pixels() -> int:
@@ -136,8 +132,9 @@ def _need_cv2():
         raise InputError(f"decoding images needs OpenCV (pip install opencv-python-headless): {_cv2_error}")
 
 
-def decode(data: bytes, source: str) -> np.ndarray:
-    """Decodes an encoded image to uint8 (H, W) or (H, W, 3|4) in RGB(A) order."""
+def decode(data: bytes, source: str, reduce: bool = False) -> np.ndarray:
+    """Decodes an encoded image to uint8 (H, W) or (H, W, 3|4) in RGB(A) order.
+    ``reduce``: a big JPEG may come out 2, 4 or 8 times smaller (``photo.jpeg_reduction``)."""
     _need_cv2()
     if len(data) == 0:
         raise InputError(f"{source}: empty file")
@@ -148,7 +145,8 @@ def decode(data: bytes, source: str) -> np.ndarray:
     if fmt == "PNG":
         _check_png_chunks(data, source)
     try:
-        img = _imdecode_upright(np.frombuffer(data, dtype=np.uint8))
+        img = _imdecode_upright(np.frombuffer(data, dtype=np.uint8),
+                                photo.jpeg_reduction(max(w, h)) if reduce and fmt == "JPEG" else 1)
     except cv2.error as e:
         raise InputError(f"{source}: OpenCV cannot decode this {fmt} image ({_cv2_message(e)})") from None
     if img is None or img.size == 0:
@@ -322,9 +320,17 @@ def _header_size(d: bytes) -> Optional[tuple[str, int, int]]:
     return None
 
 
-def _imdecode_upright(buf: np.ndarray) -> Optional[np.ndarray]:
+def _imdecode_upright(buf: np.ndarray, reduction: int = 1) -> Optional[np.ndarray]:
     """cv2.imdecode keeping alpha and 16 bits (IMREAD_UNCHANGED), turned upright by the
-    EXIF orientation, which IMREAD_UNCHANGED alone ignores."""
+    EXIF orientation, which IMREAD_UNCHANGED alone ignores. A ``reduction`` of 2, 4 or
+    8 (JPEG only: 8-bit, no alpha) has libjpeg decode that many times smaller, upright,
+    in about half the time for 12 MP; where libjpeg cannot scale (lossless JPEG) the
+    image is decoded whole."""
+    if reduction > 1:
+        img = cv2.imdecode(buf, {2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
+                                 8: cv2.IMREAD_REDUCED_COLOR_8}[reduction])
+        if img is not None and img.size:
+            return img
     if hasattr(cv2, "imdecodeWithMetadata"):  # recent OpenCV: one decode
         img, kinds, blocks = cv2.imdecodeWithMetadata(buf, flags=cv2.IMREAD_UNCHANGED)
         exif = [bytes(b) for k, b in zip(kinds, blocks) if k == cv2.IMAGE_METADATA_EXIF]
@@ -362,18 +368,21 @@ _ORIENT = {1: lambda a: a,
            8: lambda a: np.ascontiguousarray(np.rot90(a, 1))}
 
 
-def read_file(path: str | os.PathLike) -> np.ndarray:
+def read_bytes(path: str | os.PathLike) -> bytes:
     source = os.fspath(path)
     try:
         with open(source, "rb") as f:
-            data = f.read()
+            return f.read()
     except FileNotFoundError:
         raise InputError(f"{source}: no such file") from None
     except IsADirectoryError:
         raise InputError(f"{source}: is a directory, not an image") from None
     except OSError as e:
         raise InputError(f"{source}: cannot read: {e.strerror or e}") from None
-    return decode(data, source)
+
+
+def read_file(path: str | os.PathLike, reduce: bool = False) -> np.ndarray:
+    return decode(read_bytes(path), os.fspath(path), reduce)
 
 
 def _to_pixels(a: np.ndarray, source: str) -> np.ndarray:
@@ -427,12 +436,12 @@ def _fit(img: np.ndarray, h: int, w: int, c: int, source: str) -> np.ndarray:
     return np.asarray(img, dtype=np.float32).reshape(h, w, c)
 
 
-def _images(item: Any, label: str) -> tuple[list[np.ndarray], list[str], bool]:
+def _images(item: Any, label: str, reduce: bool = False) -> tuple[list[np.ndarray], list[str], bool]:
     """Splits one input into images. Returns (images, sources, was_single)."""
     if isinstance(item, (str, os.PathLike)):
-        return [read_file(item)], [os.fspath(item)], True  # uint8: the photo path is faster on it
+        return [read_file(item, reduce)], [os.fspath(item)], True  # uint8: the photo path is faster on it
     if isinstance(item, (bytes, bytearray, memoryview)):
-        return [decode(bytes(item), label)], [label], True
+        return [decode(bytes(item), label, reduce)], [label], True
     if isinstance(item, np.ndarray):
         if item.dtype == object:
             raise InputError(f"{label}: object arrays are not images")
@@ -475,9 +484,6 @@ def _prepare(img: np.ndarray, h: int, w: int, c: int, mode: str, source: str) ->
     _need_cv2()
     if mode == "auto":
         mode = "mnist" if img.shape[:2] == (h, w) and _dark_ground(img[None])[0] else "photo"
-    if mode == "photo" and min(img.shape[:2]) < PHOTO_MIN_SIDE:
-        raise InputError(f"{source}: a {img.shape[1]}x{img.shape[0]} image is too small for the photo path "
-                         f"(at least {PHOTO_MIN_SIDE} pixels each way); mode='mnist' resizes it as it is")
     with _opencv_errors(source, img, mode):
         if mode == "photo":
             img = photo.to_mnist(img, source)
@@ -534,7 +540,7 @@ def to_batch(images: Any, input_hwc: Sequence[int], scale: float, channels_first
         else:
             label = "<bytes>" if isinstance(item, (bytes, bytearray, memoryview)) else "<array>"
         try:
-            return _images(item, label)
+            return _images(item, label, reduce=True)  # big JPEGs decoded smaller
         except InputError as e:
             return e
 
@@ -638,7 +644,15 @@ def number_batch(image: Any, input_hwc: Sequence[int], scale: float, channels_fi
     between reading a wide blob as one digit or as several touching ones."""
     _need_cv2()
     label = "<bytes>" if isinstance(image, (bytes, bytearray, memoryview)) else "<array>"
-    parts, sources, single = _images(image, label)
+    reduced = 1.0  # a big JPEG is decoded smaller, as for infer; the boxes are scaled back
+    if isinstance(image, (str, os.PathLike, bytes, bytearray, memoryview)):
+        data = read_bytes(image) if isinstance(image, (str, os.PathLike)) else bytes(image)
+        source = os.fspath(image) if isinstance(image, (str, os.PathLike)) else label
+        parts, sources, single = [decode(data, source, reduce=True)], [source], True
+        _, w, h = image_size(data, source)
+        reduced = max(w, h) / max(parts[0].shape[:2])
+    else:
+        parts, sources, single = _images(image, label)
     if not single:
         raise InputError(f"{label}: read_number takes one image, not a batch of {len(parts)}")
 
@@ -650,4 +664,6 @@ def number_batch(image: Any, input_hwc: Sequence[int], scale: float, channels_fi
 
     with _opencv_errors(sources[0], parts[0], "number"):
         frames, boxes = photo.find_number(parts[0], lambda frames: run(batch(frames).x), sources[0])
+    if reduced != 1:
+        boxes = [tuple(round(v * reduced) for v in box) for box in boxes]
     return batch(frames), boxes, sources[0]
