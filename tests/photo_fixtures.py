@@ -5,7 +5,7 @@ written on paper (dark, blue, red or green ink; paper tint, uneven lighting, tex
 noise, ink specks, blur, JPEG compression, sometimes the dark desk beside the page,
 sometimes an EXIF orientation tag), a scan (8- or 16-bit PNG, TIFF, BMP), a digit
 drawn in a paint program (RGBA with a transparent background, WebP) or light chalk
-on a dark board. The digit is small and off-centre in a large canvas (800 to 1200
+on a dark board; some on ruled or squared paper (``ruling``). The digit is small and off-centre in a large canvas (800 to 1200
 px wide; 300 to 700 for drawings), rotated up to 12°, with thin, normal, thick or
 bold strokes. Rows of 2 to 6 digits make numbers; 5% of their gaps are closed.
 
@@ -73,10 +73,12 @@ def _canvas_size(rng, min_w, min_h, small):
     return max(w, min_w), max(h, min_h)
 
 
-def compose(alpha, rng, kind=None, desk=None):
+def compose(alpha, rng, kind=None, desk=None, ruling=None):
     """Puts ink coverage `alpha` somewhere on a large canvas of the given kind
     ("photo", "scan", "paint", "chalk"; random if None) and encodes it; a photo shows
-    the desk beside the page one time in five (or as `desk` says). Returns bytes."""
+    the desk beside the page one time in five (or as `desk` says). `ruling`: a
+    function (h, w) -> (line coverage (h, w) float32, line colour RGB) printing the
+    paper's lines under the ink ("photo" and "scan" only). Returns bytes."""
     kind = kind or rng.choice(["photo"] * 6 + ["scan", "paint", "chalk"])
     ah, aw = alpha.shape
     desk = kind == "photo" and (rng.random() < 0.2 if desk is None else desk)
@@ -111,6 +113,13 @@ def compose(alpha, rng, kind=None, desk=None):
     # BGR = light * paper + lit ink * (ink - paper) + noise: one affine transform per pixel.
     mix = np.stack([paper / 255, (ink - paper) / 255, np.full(3, sigma), np.full(3, -128 * sigma)], axis=1)[::-1]
     img = cv2.transform(cv2.merge([light, lit_ink, NOISE[oy:oy + h, ox:ox + w]]), mix)
+    if ruling is not None:  # printed lines, under the ink: covered where the ink is
+        lines, colour = ruling(h, w)
+        inked = np.zeros((h, w), np.float32)
+        inked[y0:y0 + ah, x0:x0 + aw] = alpha
+        cover = (lines * (1 - inked))[..., None]
+        lit = np.float32(colour[::-1]) * (light[..., None].astype(np.float32) / 255)
+        img = (img + cover * (lit - img)).clip(0, 255).astype(np.uint8)
     if desk:
         img[:, :band] = (np.float32([50, 60, 70]) * light[:, :band, None] / 255).astype(np.uint8)
     for _ in range(int(rng.integers(0, 25)) if kind == "photo" else 0):  # ink specks and dust
@@ -159,6 +168,56 @@ def number_image(images, labels, seed, i):
     picks = rng.choice(len(images), int(rng.integers(2, 7)), replace=False)
     alpha = row_alpha(images[picks], rng.uniform(50, 150), rng)
     return compose(alpha, rng), "".join(str(labels[k]) for k in picks), picks
+
+
+LINE_INKS = np.array([[150, 180, 225], [110, 150, 210], [170, 170, 170], [90, 90, 95]], np.float32)  # RGB
+
+
+def ruling(rng, height):
+    """Ruled or squared paper for digits about `height` px tall (compose's `ruling`):
+    blue, gray or dark lines 1-3 px, tilted up to 1.5 degrees, ruled 1.1-1.7 digit
+    heights apart (sometimes with a margin line) or squared 0.35-0.7 apart."""
+    squared = rng.random() < 0.4
+    spacing = height * (rng.uniform(0.35, 0.7) if squared else rng.uniform(1.1, 1.7))
+    colour, thick = LINE_INKS[rng.integers(len(LINE_INKS))], int(rng.integers(1, 4))
+    tilt, phase = np.tan(np.radians(rng.uniform(-1.5, 1.5))), rng.uniform(0, spacing)
+    margin = not squared and rng.random() < 0.3
+
+    def draw(h, w):
+        lines = np.zeros((h, w), np.float32)
+        for k in range(-2, int((h + abs(tilt) * w) / spacing) + 3):  # along rows, tilted
+            y = phase + k * spacing
+            cv2.line(lines, (0, round(y - tilt * w / 2)), (w, round(y + tilt * w / 2)), 1.0, thick, cv2.LINE_AA)
+        for k in range(-2, int((w + abs(tilt) * h) / spacing) + 3) if squared else []:
+            x = phase + k * spacing
+            cv2.line(lines, (round(x + tilt * h / 2), 0), (round(x - tilt * h / 2), h), 1.0, thick, cv2.LINE_AA)
+        if margin:  # a red margin line down the left
+            x = round(0.12 * w)
+            cv2.line(lines, (x, 0), (x, h), 1.0, thick + 1, cv2.LINE_AA)
+        return np.clip(lines, 0, 1), colour
+
+    return draw
+
+
+def ruled_digit_image(images, labels, seed, i):
+    """(encoded image, label, MNIST index): the i-th single digit of a seed written on
+    ruled or squared paper (a phone photo or a scan)."""
+    k = int(np.random.default_rng(seed).permutation(len(images))[i])
+    rng = np.random.default_rng([seed, i])
+    height = rng.uniform(0.08, 0.3) * 900
+    alpha = digit_alpha(images[k], height, rng, _stroke(rng))
+    return compose(alpha, rng, rng.choice(["photo", "photo", "scan"]), ruling=ruling(rng, height)), int(labels[k]), k
+
+
+def ruled_number_image(images, labels, seed, i):
+    """(encoded image, number as a string, MNIST indices): the i-th row of 2 to 6
+    digits of a seed on ruled or squared paper."""
+    rng = np.random.default_rng([seed, i])
+    picks = rng.choice(len(images), int(rng.integers(2, 7)), replace=False)
+    height = rng.uniform(50, 150)
+    alpha = row_alpha(images[picks], height, rng)
+    kind = rng.choice(["photo", "photo", "scan"])
+    return compose(alpha, rng, kind, ruling=ruling(rng, height)), "".join(str(labels[k]) for k in picks), picks
 
 
 def blank_page_image(images, labels, seed, i):

@@ -102,6 +102,9 @@ def dark_ink(g: np.ndarray) -> bool:
 # paper texture and JPEG noise stay well below. A region at the border darker than the
 # paper next to it by EDGE_STEP is not paper: a desk, a shadow, a bold stroke.
 STROKE_CONTRAST, EDGE_STEP = 0.15, 0.2
+# A page where more than this fraction is strokes at the coarse scale is lined (a
+# digit alone covers a few percent).
+LINED = 0.1
 
 
 def paper(c: np.ndarray) -> np.ndarray:
@@ -111,21 +114,35 @@ def paper(c: np.ndarray) -> np.ndarray:
 
     A stroke wider than the filter shows only its outline; so does a desk or a
     shadow along the border. What the outlines enclose, alone or with the border,
-    is masked too: every region apart from the paper (the largest) that does not
-    reach the border (the inside of a bold stroke, the hole of a 0), and every one
-    that does but is darker than the paper next to it by EDGE_STEP or more (a bold
-    stroke cut by the border, a desk) - not a pocket of paper between a digit and
-    the border, which is as light as the paper around it."""
+    is masked too when it is ink: every region apart from the paper (the largest)
+    that does not reach the border and is darker by EDGE_STEP than the brightest
+    paper within three filter widths (the inside of a bold stroke; not the hole of a
+    0 or the squares of squared paper, which are paper), and every one that reaches
+    the border and is darker than the paper next to it by EDGE_STEP (a bold stroke
+    cut by the border, a desk) - not a pocket of paper between a digit and the
+    border, which is as light as the paper around it."""
     k = max(3, max(c.shape) // 16 | 1)
     bright = cv2.dilate(c, cv2.getStructuringElement(cv2.MORPH_RECT, (k, k)))
     strokes = ((bright - c) > STROKE_CONTRAST * np.maximum(bright, 32)).astype(np.uint8)
+    if strokes.mean() > LINED:
+        # So many strokes are the lines of ruled or squared paper: lines thinner than
+        # 3 px here are closed over (the paper under them is the paper beside them),
+        # or the inpainting would have little paper left to go by.
+        c = cv2.morphologyEx(c, cv2.MORPH_CLOSE, np.ones((3, 3), np.uint8))
+        bright = cv2.dilate(c, cv2.getStructuringElement(cv2.MORPH_RECT, (k, k)))
+        strokes = ((bright - c) > STROKE_CONTRAST * np.maximum(bright, 32)).astype(np.uint8)
     strokes = cv2.dilate(strokes, np.ones((3, 3), np.uint8))  # the strokes' blurred edges
     count, regions, stats, _ = cv2.connectedComponentsWithStats(1 - strokes, connectivity=4)
     if count > 2:
         main = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
         x, y, w, h = stats[:, 0], stats[:, 1], stats[:, 2], stats[:, 3]
-        fill = ~((x == 0) | (y == 0) | (x + w == c.shape[1]) | (y + h == c.shape[0]))
-        for r in np.nonzero(~fill)[0]:  # at the border: compared with the paper within the filter's width
+        inside = ~((x == 0) | (y == 0) | (x + w == c.shape[1]) | (y + h == c.shape[0]))
+        around = cv2.dilate(c, cv2.getStructuringElement(cv2.MORPH_RECT, (3 * k, 3 * k)))
+        area = np.maximum(stats[:, cv2.CC_STAT_AREA], 1)
+        mean, mean_around = (np.bincount(regions.ravel(), weights=v.ravel(), minlength=count) / area
+                             for v in (c, around))
+        fill = inside & (mean <= (1 - EDGE_STEP) * mean_around)
+        for r in np.nonzero(~inside)[0]:  # at the border: compared with the paper within the filter's width
             box = (slice(max(y[r] - k, 0), y[r] + h[r] + k), slice(max(x[r] - k, 0), x[r] + w[r] + k))
             near = c[box][regions[box] == main]
             fill[r] = near.size > 0 and np.median(c[box][regions[box] == r]) <= (1 - EDGE_STEP) * np.median(near)
@@ -168,6 +185,101 @@ SPECK, SPECK_MIN = 0.015, 5
 EDGE_CONTACT, CROP_SIDE = 0.3, 64
 
 
+# Ruled and squared paper. A line is ink along a straight path across at least
+# RULE_LENGTH of the image's width (height) and RULE_MIN px, thin along most of its
+# length (RULE_SLIM of its length, where a pen's stroke is 4% of a digit's height or
+# more), and RULE_OVER times longer than the tallest ink beside the lines, so that the
+# bar of a 7 filling a tight crop is not a line; alone, one such line is a 1, two or
+# more are a blank ruled page. Lines are found in runs a quarter of the image long in
+# a band RULE_TILT px either side: tilted up to about 2 degrees.
+RULE_LENGTH, RULE_MIN, RULE_SLIM, RULE_OVER, RULE_TILT = 0.5, 100, 0.015, 2.5, 3
+# Ink beside the lines more elongated than this is a piece of a line (not found whole).
+RULE_PIECE = 10
+# Lines are looked for in ink down to this fraction of the faintest stroke ink: a faint
+# line (pale blue) is taken out whole, not left in pieces that join a digit.
+RULE_INK = 0.5
+
+
+def ruled_lines(ink: np.ndarray, threshold: float) -> Optional[np.ndarray]:
+    """A bool mask of the lines of ruled or squared paper (and a margin line) in
+    ``ink`` (working size), or None when there are none. ``threshold``: the faintest
+    ink of a stroke (lines are followed down to RULE_INK of it). Where a stroke
+    crosses a line, the crossing is left to the stroke: line pixels with stroke ink
+    just beyond the line on both sides are not in the mask."""
+    b = (ink > RULE_INK * threshold).astype(np.uint8)
+    h, w = b.shape
+    found, widest, count_lines = np.zeros((h, w), bool), 0.0, 0
+    for axis in (0, 1):  # lines along rows, then along columns
+        # Most pages have none: no band of rows holds a line's worth of thin ink (ink
+        # in runs across of at most RULE_SLIM of the length: not a desk, not a bold
+        # stroke). Checked before anything is transposed.
+        length = b.shape[1 - axis]
+        k = int(max(1.0, RULE_SLIM * length)) + 1
+        thin = b & ~cv2.morphologyEx(b, cv2.MORPH_OPEN, np.ones((k, 1) if axis == 0 else (1, k), np.uint8))
+        per_row = cv2.reduce(thin, 1 - axis, cv2.REDUCE_SUM, dtype=cv2.CV_32S).ravel()
+        if length < RULE_MIN or np.convolve(per_row, np.ones(2 * RULE_TILT + 1), "same").max() < RULE_LENGTH * length:
+            continue
+        m, out = (b, found) if axis == 0 else (np.ascontiguousarray(b.T), found.T)
+        rows, cols = m.shape
+        # Thickened across and bridged along, a slightly tilted or broken line still
+        # has runs a quarter of the image long.
+        band = cv2.dilate(m, np.ones((2 * RULE_TILT + 1, 1), np.uint8))
+        band = cv2.morphologyEx(band, cv2.MORPH_CLOSE, np.ones((1, 9), np.uint8))
+        band = cv2.morphologyEx(band, cv2.MORPH_OPEN, np.ones((1, max(20, cols // 4)), np.uint8)) & m
+        count, labels, stats, _ = cv2.connectedComponentsWithStats(band, connectivity=8)
+        long = stats[:, 2] >= max(RULE_MIN, RULE_LENGTH * cols)
+        long[0] = False
+        for i in np.nonzero(long)[0]:
+            x, y, bw, bh = stats[i, :4]
+            ys, xs = np.nonzero(labels[y:y + bh, x:x + bw] == i)
+            n = np.bincount(xs, minlength=bw)
+            centre = np.bincount(xs, weights=ys, minlength=bw) / np.maximum(n, 1)
+            # The line's own course, from where it is thin (a digit on it widens a
+            # part): thin and straight along most of its length.
+            slim = max(1.0, RULE_SLIM * bw)
+            clean = (n > 0) & (n <= slim)
+            if clean.sum() < max(RULE_MIN, RULE_LENGTH * cols):
+                continue
+            at = np.nonzero(clean)[0]
+            slope, offset = np.polyfit(at, centre[at], 1)
+            if np.mean(np.abs(centre[at] - (offset + slope * at)) <= max(1.5, slim / 2)) < 0.9:
+                continue  # not straight: a long stroke
+            half = float(np.median(n[clean])) / 2 + 1
+            widest, count_lines = max(widest, 2 * half), count_lines + 1
+            # Printed lines run from edge to edge: the course is followed across the
+            # whole image, so the pieces of a line broken where it is faint go too.
+            course = y + offset + slope * (np.arange(cols) - x)
+            top, bottom = max(0, int(course.min() - half)), min(rows, int(np.ceil(course.max() + half)) + 1)
+            on = np.abs(np.arange(top, bottom)[:, None] - course[None, :]) <= half
+            out[top:bottom] |= on & (m[top:bottom] > 0)
+    if not found.any():
+        return None
+    # The strokes left beside the lines must be much shorter than the lines are long.
+    strokes = ink > threshold
+    rest = strokes & ~found
+    count, _, stats, _ = cv2.connectedComponentsWithStats(rest.astype(np.uint8), connectivity=8)
+    sides = np.sort(stats[1:, 2:4], axis=1)
+    shaped = sides[:, 1] <= RULE_PIECE * np.maximum(sides[:, 0], 1)  # not a piece of a line left over
+    tallest = int(sides[shaped, 1].max()) if shaped.any() else 0
+    count, labels, stats, _ = cv2.connectedComponentsWithStats(found.astype(np.uint8), connectivity=8)
+    keep = stats[:, 2:4].max(axis=1) >= RULE_OVER * tallest
+    keep[0] = False
+    if not keep.any() or (tallest == 0 and count_lines < 2):  # one line alone is a 1
+        return None
+    lines = keep[labels]
+    # A stroke crossing a line keeps the pixels it shares with it: ink within d
+    # pixels beyond the line on both sides.
+    d = int(np.ceil(widest)) + 1
+    rest = strokes & ~lines
+    above, below, left, right = (np.zeros_like(rest) for _ in range(4))
+    for k in range(1, d + 1):
+        above[k:] |= rest[:-k]
+        below[:-k] |= rest[k:]
+        left[:, k:] |= rest[:, :-k]
+        right[:, :-k] |= rest[:, k:]
+    return lines & ~((above & below) | (left & right))
+
+
 class Page:
     """One image analysed: its ink and the ink's strokes.
 
@@ -201,6 +313,12 @@ class Page:
         # Seeds and peak from a 3×3 median: salt-and-pepper noise and paper fibres
         # cannot start a stroke (the strokes themselves keep their fine detail).
         smooth = cv2.medianBlur(self.ink, 3)
+        # Ruled or squared paper: its lines are taken out first (they may be darker
+        # than the digit, and they join everything written on them).
+        lines = ruled_lines(self.ink, min(NO_INK, LOW * float(smooth.max())))
+        if lines is not None:
+            self.ink[lines] = 0
+            smooth[lines] = 0
         peak = float(smooth.max())
         if peak < max(NO_INK, NOISE * noise):  # paper texture, JPEG noise and lighting stay below
             raise InputError(f"{source}: no digit found (no ink darker or lighter than the paper)")
