@@ -373,7 +373,7 @@ def test_digits_on_ruled_and_squared_paper(engine, mnist_test):
             blank += 1
     print(f"\nruled/squared paper: 300 single digits {single:.3f}, 150 numbers read whole {whole:.3f}, "
           f"60 blank pages 'no digit found' {blank / 60:.3f}")
-    assert single >= 0.95 and whole >= 0.70 and blank >= 51
+    assert single >= 0.95 and whole >= 0.75 and blank >= 52
 
 
 def test_auto_mode_rule(engine):

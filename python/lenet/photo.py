@@ -114,13 +114,11 @@ def paper(c: np.ndarray) -> np.ndarray:
 
     A stroke wider than the filter shows only its outline; so does a desk or a
     shadow along the border. What the outlines enclose, alone or with the border,
-    is masked too when it is ink: every region apart from the paper (the largest)
-    that does not reach the border and is darker by EDGE_STEP than the brightest
-    paper within three filter widths (the inside of a bold stroke; not the hole of a
-    0 or the squares of squared paper, which are paper), and every one that reaches
-    the border and is darker than the paper next to it by EDGE_STEP (a bold stroke
-    cut by the border, a desk) - not a pocket of paper between a digit and the
-    border, which is as light as the paper around it."""
+    is masked too: every region apart from the paper (the largest) that does not
+    reach the border (the inside of a bold stroke, the hole of a 0), and every one
+    that does but is darker than the paper next to it by EDGE_STEP or more (a bold
+    stroke cut by the border, a desk) - not a pocket of paper between a digit and
+    the border, which is as light as the paper around it."""
     k = max(3, max(c.shape) // 16 | 1)
     bright = cv2.dilate(c, cv2.getStructuringElement(cv2.MORPH_RECT, (k, k)))
     strokes = ((bright - c) > STROKE_CONTRAST * np.maximum(bright, 32)).astype(np.uint8)
@@ -136,13 +134,8 @@ def paper(c: np.ndarray) -> np.ndarray:
     if count > 2:
         main = 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
         x, y, w, h = stats[:, 0], stats[:, 1], stats[:, 2], stats[:, 3]
-        inside = ~((x == 0) | (y == 0) | (x + w == c.shape[1]) | (y + h == c.shape[0]))
-        around = cv2.dilate(c, cv2.getStructuringElement(cv2.MORPH_RECT, (3 * k, 3 * k)))
-        area = np.maximum(stats[:, cv2.CC_STAT_AREA], 1)
-        mean, mean_around = (np.bincount(regions.ravel(), weights=v.ravel(), minlength=count) / area
-                             for v in (c, around))
-        fill = inside & (mean <= (1 - EDGE_STEP) * mean_around)
-        for r in np.nonzero(~inside)[0]:  # at the border: compared with the paper within the filter's width
+        fill = ~((x == 0) | (y == 0) | (x + w == c.shape[1]) | (y + h == c.shape[0]))
+        for r in np.nonzero(~fill)[0]:  # at the border: compared with the paper within the filter's width
             box = (slice(max(y[r] - k, 0), y[r] + h[r] + k), slice(max(x[r] - k, 0), x[r] + w[r] + k))
             near = c[box][regions[box] == main]
             fill[r] = near.size > 0 and np.median(c[box][regions[box] == r]) <= (1 - EDGE_STEP) * np.median(near)
@@ -222,36 +215,43 @@ def ruled_lines(ink: np.ndarray, threshold: float) -> Optional[np.ndarray]:
         m, out = (b, found) if axis == 0 else (np.ascontiguousarray(b.T), found.T)
         rows, cols = m.shape
         # Thickened across and bridged along, a slightly tilted or broken line still
-        # has runs a quarter of the image long.
-        band = cv2.dilate(m, np.ones((2 * RULE_TILT + 1, 1), np.uint8))
-        band = cv2.morphologyEx(band, cv2.MORPH_CLOSE, np.ones((1, 9), np.uint8))
-        band = cv2.morphologyEx(band, cv2.MORPH_OPEN, np.ones((1, max(20, cols // 4)), np.uint8)) & m
-        count, labels, stats, _ = cv2.connectedComponentsWithStats(band, connectivity=8)
-        long = stats[:, 2] >= max(RULE_MIN, RULE_LENGTH * cols)
-        long[0] = False
-        for i in np.nonzero(long)[0]:
-            x, y, bw, bh = stats[i, :4]
-            ys, xs = np.nonzero(labels[y:y + bh, x:x + bw] == i)
-            n = np.bincount(xs, minlength=bw)
-            centre = np.bincount(xs, weights=ys, minlength=bw) / np.maximum(n, 1)
-            # The line's own course, from where it is thin (a digit on it widens a
-            # part): thin and straight along most of its length.
-            slim = max(1.0, RULE_SLIM * bw)
-            clean = (n > 0) & (n <= slim)
-            if clean.sum() < max(RULE_MIN, RULE_LENGTH * cols):
-                continue
-            at = np.nonzero(clean)[0]
-            slope, offset = np.polyfit(at, centre[at], 1)
-            if np.mean(np.abs(centre[at] - (offset + slope * at)) <= max(1.5, slim / 2)) < 0.9:
-                continue  # not straight: a long stroke
-            half = float(np.median(n[clean])) / 2 + 1
-            widest, count_lines = max(widest, 2 * half), count_lines + 1
-            # Printed lines run from edge to edge: the course is followed across the
-            # whole image, so the pieces of a line broken where it is faint go too.
-            course = y + offset + slope * (np.arange(cols) - x)
-            top, bottom = max(0, int(course.min() - half)), min(rows, int(np.ceil(course.max() + half)) + 1)
-            on = np.abs(np.arange(top, bottom)[:, None] - course[None, :]) <= half
-            out[top:bottom] |= on & (m[top:bottom] > 0)
+        # has runs a quarter of the image long; where lines are so close that this
+        # joins them (fine squared paper), they are looked for again without it.
+        for tilt, bridge in ((RULE_TILT, 9), (0, 1)):
+            lines_before = count_lines
+            band = cv2.dilate(m, np.ones((2 * tilt + 1, 1), np.uint8))
+            band = cv2.morphologyEx(band, cv2.MORPH_CLOSE, np.ones((1, bridge), np.uint8))
+            band = cv2.morphologyEx(band, cv2.MORPH_OPEN, np.ones((1, max(20, cols // 4)), np.uint8)) & m
+            count, labels, stats, _ = cv2.connectedComponentsWithStats(band, connectivity=8)
+            long = stats[:, 2] >= max(RULE_MIN, RULE_LENGTH * cols)
+            long[0] = False
+            joined = False
+            for i in np.nonzero(long)[0]:
+                x, y, bw, bh = stats[i, :4]
+                ys, xs = np.nonzero(labels[y:y + bh, x:x + bw] == i)
+                n = np.bincount(xs, minlength=bw)
+                centre = np.bincount(xs, weights=ys, minlength=bw) / np.maximum(n, 1)
+                # The line's own course, from where it is thin (a digit on it widens
+                # a part; a number may cover half of it): thin and straight.
+                slim = max(1.0, RULE_SLIM * bw)
+                clean = (n > 0) & (n <= slim)
+                if clean.sum() < max(RULE_MIN, RULE_LENGTH / 2 * cols):
+                    joined |= bh > 4 * (2 * tilt + 1) and np.median(n[n > 0]) > slim
+                    continue
+                at = np.nonzero(clean)[0]
+                slope, offset = np.polyfit(at, centre[at], 1)
+                if np.mean(np.abs(centre[at] - (offset + slope * at)) <= max(1.5, slim / 2)) < 0.9:
+                    continue  # not straight: a long stroke
+                half = float(np.median(n[clean])) / 2 + 1
+                widest, count_lines = max(widest, 2 * half), count_lines + 1
+                # Printed lines run from edge to edge: the course is followed across
+                # the whole image, so the pieces of a line broken where it is faint go too.
+                course = y + offset + slope * (np.arange(cols) - x)
+                top, bottom = max(0, int(course.min() - half)), min(rows, int(np.ceil(course.max() + half)) + 1)
+                on = np.abs(np.arange(top, bottom)[:, None] - course[None, :]) <= half
+                out[top:bottom] |= on & (m[top:bottom] > 0)
+            if count_lines > lines_before or not joined:
+                break
     if not found.any():
         return None
     # The strokes left beside the lines must be much shorter than the lines are long.
@@ -259,7 +259,9 @@ def ruled_lines(ink: np.ndarray, threshold: float) -> Optional[np.ndarray]:
     rest = strokes & ~found
     count, _, stats, _ = cv2.connectedComponentsWithStats(rest.astype(np.uint8), connectivity=8)
     sides = np.sort(stats[1:, 2:4], axis=1)
-    shaped = sides[:, 1] <= RULE_PIECE * np.maximum(sides[:, 0], 1)  # not a piece of a line left over
+    # Not a piece of a line left over, nor the edge of a desk or a shadow across the image.
+    shaped = ((sides[:, 1] <= RULE_PIECE * np.maximum(sides[:, 0], 1))
+              & (stats[1:, 2] < 0.9 * w) & (stats[1:, 3] < 0.9 * h))
     tallest = int(sides[shaped, 1].max()) if shaped.any() else 0
     count, labels, stats, _ = cv2.connectedComponentsWithStats(found.astype(np.uint8), connectivity=8)
     keep = stats[:, 2:4].max(axis=1) >= RULE_OVER * tallest
