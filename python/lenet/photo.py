@@ -11,9 +11,10 @@ photo is none of that. The steps, each a function or class below:
 2. ``dark_ink``, ``paper``, ``darkening``: the ink's polarity; the paper's brightness
    under the strokes, estimated at a coarse scale; the ink as the relative darkening
    against it, which evens out uneven lighting and contrast;
-3. ``Page``: the ink thresholded with hysteresis relative to its strongest strokes
-   (paper texture and noise drop out), split into connected components; specks, and
-   the edges of the paper, a desk or a shadow at the image's border, are set apart;
+3. ``Page``: the lines of ruled or squared paper taken out (``ruled_lines``); the
+   ink thresholded with hysteresis relative to its strongest strokes (paper texture
+   and noise drop out), split into connected components; specks, and the edges of
+   the paper, a desk or a shadow at the image's border, are set apart;
 4. ``find_digit``: the largest component and the components beside it (a broken
    stroke); or, for a number, ``find_number``: every digit left to right, broken
    strokes joined, touching digits cut and stray marks left out where that gives
