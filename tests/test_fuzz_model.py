@@ -240,6 +240,40 @@ def test_a_string_attribute_claiming_gigabytes_at_a_broken_address_is_refused(fi
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 1 << 20
 
 
+def test_a_local_heap_whose_free_list_loops_is_refused(fixtures, tmp_path):  # noqa: F811
+    """Found by the model-bytes fuzzer in CI and again by a scan of every one-byte
+    change of its seed files: a local heap (a group's link names) whose free block
+    points back to itself made libhdf5 allocate a list node per turn until the
+    machine ran out of memory (24 GB)."""
+    p = _copy(fixtures, "k2_testnet", tmp_path)
+    data = bytearray(p.read_bytes())
+    at = data.find(b"HEAP")
+    while at != -1:                                  # a heap with a free block: (size, first free, address)
+        first, segment = (int.from_bytes(data[at + k:at + k + 8], "little") for k in (16, 24))
+        if first != 1:
+            break
+        at = data.find(b"HEAP", at + 4)
+    assert at != -1, "no local heap with a free block in the fixture"
+    data[segment + first:segment + first + 8] = first.to_bytes(8, "little")   # the block's next: itself
+    p.write_bytes(bytes(data))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
+    with pytest.raises(ModelFileError, match=f"local heap at byte {at} loops"):
+        lenet.load(p)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 1 << 20
+
+
+def test_an_hdf5_file_with_other_address_sizes_is_refused(fixtures, tmp_path):  # noqa: F811
+    """The checks of lenet/h5_guard.py read 8-byte addresses and lengths, as h5py
+    writes them; a file declaring other sizes would be parsed by libhdf5 unchecked."""
+    p = _copy(fixtures, "k2_testnet", tmp_path)
+    data = bytearray(p.read_bytes())
+    assert data[8] == 0 and data[13:15] == b"\x08\x08"   # superblock version 0: sizes at bytes 13, 14
+    data[13] = 4
+    p.write_bytes(bytes(data))
+    with pytest.raises(ModelFileError, match="4-byte addresses"):
+        lenet.load(p)
+
+
 @pytest.mark.parametrize("link", ["self", "parent", "dangling", "external"])
 def test_links_that_loop_or_dangle(fixtures, tmp_path, link):  # noqa: F811
     p = _copy(fixtures, "k2_testnet", tmp_path)

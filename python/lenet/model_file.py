@@ -57,6 +57,7 @@ from typing import Any, Literal, Optional, Union, cast
 import h5py
 import numpy as np
 
+from . import h5_guard
 from .errors import Error, ModelFileError, UnsupportedModelError
 from .spec import Activation, LayerSpec, ModelSpec
 
@@ -77,7 +78,7 @@ MAX_JSON_BYTES = 8 << 20          # an architecture JSON (file, attribute or zip
                                   # Keras 3 config is ~1.5 MB; parsing 8 MB costs at most ~200 MB
 MAX_ZIP_WEIGHTS_BYTES = 1 << 30   # model.weights.h5 inside a .keras zip
 
-_HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
+_HDF5_MAGIC = h5_guard.HDF5_MAGIC
 _ZIP_MAGIC = b"PK\x03\x04"
 _ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "softmax")
 _SPATIAL = ("Conv2D", "MaxPooling2D", "AveragePooling2D", "ZeroPadding2D")
@@ -174,152 +175,18 @@ def _open_h5(source: Any, name: Any) -> h5py.File:
     """Open for reading; ``source`` is a path or a BytesIO."""
     try:
         if isinstance(source, io.BytesIO):
-            _check_global_heaps(source.getvalue(), name)
+            h5_guard.check(source.getvalue(), name, MAX_ATTR_ELEMENTS)
         else:
             with open(source, "rb") as fh:
                 size = os.fstat(fh.fileno()).st_size
                 if size:
                     with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                        _check_global_heaps(mm, name)
+                        h5_guard.check(mm, name, MAX_ATTR_ELEMENTS)
         return h5py.File(source, "r", locking=False)
     except Error:
         raise
     except Exception as e:
         raise ModelFileError(f"{name}: not a readable HDF5 file (truncated or corrupt?): {e}") from e
-
-
-def _check_global_heaps(buf: Any, name: Any) -> None:
-    """Refuse corrupt HDF5 global heap collections ("GCOL", where variable-length
-    strings such as Keras' attributes live) before HDF5 reads them: libhdf5
-    (1.14.6) loops forever on a collection whose free-space object has size 0,
-    which one flipped bit can produce. Walks each collection as HDF5 does
-    (H5HG__cache_heap_deserialize) and requires every object to fit."""
-    with memoryview(buf) as data:       # released before an mmap is closed
-        _walk_global_heaps(buf, data, name)
-
-
-def _walk_global_heaps(buf: Any, data: memoryview, name: Any) -> None:
-    size = len(data)
-    collections = []  # (file offset, {object index: size}) of each well-formed collection
-    pos = buf.find(b"GCOL")
-    while pos != -1:
-        # signature, version 1, 3 reserved bytes, collection size (8 bytes, little-endian)
-        if pos + 16 <= size and data[pos + 4] == 1:
-            csize = int.from_bytes(data[pos + 8:pos + 16], "little")
-            if 4096 <= csize <= size - pos:
-                p, end, objects = pos + 16, pos + csize, {}
-                while p < end:
-                    if p + 16 > end:        # too small for an object header: free space
-                        break
-                    idx = int.from_bytes(data[p:p + 2], "little")
-                    osize = int.from_bytes(data[p + 8:p + 16], "little")
-                    need = osize if idx == 0 else 16 + ((osize + 7) // 8) * 8
-                    if need <= 0 or need > end - p:
-                        raise ModelFileError(
-                            f"{name}: corrupt HDF5 file: a global heap object at byte {p} does not fit "
-                            "its collection")
-                    if idx:
-                        objects[idx] = osize
-                    p += need
-                collections.append((pos, objects))
-        pos = buf.find(b"GCOL", pos + 4)
-    _check_heap_references(buf, data, collections, name)
-    _check_vlen_attributes(buf, data, name)
-
-
-# A variable-length value larger than this is checked against the heap object it
-# points to before libhdf5 allocates a buffer for it.
-_VLEN_CHECKED_BYTES = 1 << 20
-
-
-def _check_heap_references(buf: Any, data: memoryview, collections: list, name: Any) -> None:
-    """Refuse a variable-length value (a Keras attribute string) that claims to be
-    longer than the heap object it points to. On disk such a value is (length: 4
-    bytes, collection address: 8, object index: 4); libhdf5 allocates and fills
-    `length` bytes before it compares them with the object (4 GB from one changed
-    integer, found by tests/fuzz_targets.py). Only references to an existing object
-    with a length over 1 MB count: a smaller lie costs nothing, and other bytes
-    (text followed by zero padding) can look like an address."""
-    base = max(buf.find(_HDF5_MAGIC, 0, 1 << 20), 0)  # addresses count from the superblock
-    for pos, objects in collections:
-        address = (pos - base).to_bytes(8, "little")
-        q = buf.find(address, 4)
-        while q != -1:
-            if q + 12 <= len(data):
-                length = int.from_bytes(data[q - 4:q], "little")
-                index = int.from_bytes(data[q + 8:q + 12], "little")
-                # A virtual dataset's layout message (version 4, class 3) references the
-                # heap without a length: it is refused later, by name.
-                virtual = data[q - 2] == 4 and data[q - 1] == 3
-                if index in objects and length > max(objects[index], _VLEN_CHECKED_BYTES) and not virtual:
-                    raise ModelFileError(
-                        f"{name}: corrupt HDF5 file: a variable-length value at byte {q - 4} claims {length:,} "
-                        f"bytes; the heap object it points to holds {objects[index]:,}")
-            q = buf.find(address, q + 1)
-
-
-# The attributes the loader reads that Keras writes as variable-length strings (the
-# list attributes also in numbered chunks: layer_names0, layer_names1, ...).
-_VLEN_ATTRIBUTES = (b"backend", b"keras_version", b"model_config", b"training_config", b"layer_names",
-                    b"weight_names")
-
-
-def _check_vlen_attributes(buf: Any, data: memoryview, name: Any) -> None:
-    """Refuse a variable-length string attribute whose stored length exceeds the
-    file: libhdf5 allocates and fills that length before it follows the value's heap
-    address (4 GB from one changed integer when the address is broken too, found by
-    tests/fuzz_targets.py). Finds the attribute messages of the names the loader
-    reads and checks each value's (length: 4 bytes, heap address: 8, index: 4)."""
-    size = len(data)
-    for attr in _VLEN_ATTRIBUTES:
-        at = buf.find(attr)
-        while at != -1:
-            end = at + len(attr)
-            while end < size and 0x30 <= data[end] <= 0x39:   # chunk number
-                end += 1
-            if end < size and data[end] == 0:
-                for header in (8, 9):                          # the name follows 8 bytes (v1, v2), 9 (v3)
-                    values = _vlen_values(data, at - header, end + 1 - at, header)
-                    for offset, count in values:
-                        for k in range(count):
-                            length = int.from_bytes(data[offset + 16 * k:offset + 16 * k + 4], "little")
-                            if length > size:
-                                raise ModelFileError(
-                                    f"{name}: corrupt HDF5 file: attribute {bytes(data[at:end]).decode()!r} "
-                                    f"claims a {length:,}-byte string in a {size:,}-byte file")
-            at = buf.find(attr, at + 1)
-
-
-def _vlen_values(data: memoryview, start: int, name_size: int, header: int) -> list:
-    """[(offset, count)] of the variable-length string values of the attribute message
-    at `start` whose name is `name_size` bytes (NUL included), or [] when the bytes
-    there are not such a message (HDF5 file format, attribute message versions 1-3)."""
-    if start < 0 or start + 9 > len(data):
-        return []
-    version = data[start]
-    if version not in ((1, 2) if header == 8 else (3,)) or int.from_bytes(data[start + 2:start + 4], "little") != name_size:
-        return []
-    if version == 3 and data[start + 8] not in (0, 1):      # the name's character set: ASCII, UTF-8
-        return []
-    tsize = int.from_bytes(data[start + 4:start + 6], "little")
-    ssize = int.from_bytes(data[start + 6:start + 8], "little")
-    pad = (lambda n: (n + 7) // 8 * 8) if version == 1 else (lambda n: n)
-    t = start + (9 if version == 3 else 8) + pad(name_size)
-    sp = t + pad(tsize)
-    values = sp + pad(ssize)
-    if values > len(data) or tsize < 8 or data[t] & 0x0F != 9 or data[t + 1] & 0x0F != 1:
-        return []                                            # not a VLEN string
-    # dataspace: v1 (version, rank, flags, 5 reserved) or v2 (version, rank, flags, type)
-    sversion, rank = data[sp], data[sp + 1]
-    dims = sp + (8 if sversion == 1 else 4)
-    if sversion not in (1, 2) or rank > 32 or dims + 8 * rank > len(data):
-        return []
-    count = 1
-    for r in range(rank):
-        count *= int.from_bytes(data[dims + 8 * r:dims + 8 * r + 8], "little")
-    if count > MAX_ATTR_ELEMENTS or values + 16 * count > len(data):
-        return []
-    return [(values, count)]
 
 
 def _read_json(text: Any, where: str) -> Any:
