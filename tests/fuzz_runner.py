@@ -1,11 +1,18 @@
 """Runs one target of tests/fuzz_targets.py (atheris + libFuzzer) in a subprocess for a
 bounded time and turns what it found into a test result.
 
-``LENET_FUZZ_SECONDS`` (default 10) is the time per target; CI sets 60. A crash (an
-exception that is not a ``lenet.Error``, a signal), a hang (one input over 60 s) or a
-memory blow-up (RSS over 3 GB) fails the test with the fuzzer's report, and the
-input that caused it is kept in the test's temporary directory, with the command that
-replays it.
+``LENET_FUZZ_SECONDS`` (default 10; CI sets 60) sizes each target's run: that many
+seconds of cases at the target's usual rate on a 2-core machine (``RATE``), run as a
+fixed number of cases, not for a fixed time. With the fixed libFuzzer seed and seed
+files that are the same to the byte on every run, a run is the same sequence of
+inputs wherever it runs: what CI reports, the same test reproduces here, and a CI
+run fails only on what a local run of the same code finds too. (Set
+``LENET_FUZZ_SEED`` to another number, or raise the seconds, to explore further.)
+
+A crash (an exception that is not a ``lenet.Error``, a signal), a hang (one input
+over 60 s) or a memory blow-up (RSS over 3 GB) fails the test with the fuzzer's
+report, and the input that caused it is kept in the test's temporary directory, with
+the command that replays it.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ TESTS = Path(__file__).resolve().parent
 TARGETS = TESTS / "fuzz_targets.py"
 SECONDS = float(os.environ.get("LENET_FUZZ_SECONDS", "10"))
 SEED = int(os.environ.get("LENET_FUZZ_SEED", "1"))  # libFuzzer -seed; set another to explore further
+# Cases per second of each target on a 2-core machine (measured 2026-11-23 over 60 s
+# runs: 448, 116, 80, 1,700, 247), a little under: seconds x rate = the cases a run makes.
+RATE = {"model-bytes": 400, "model-config": 110, "model-h5": 75, "image-bytes": 1500, "image-array": 220}
 RSS_LIMIT_MB = 3072
 INPUT_TIMEOUT_S = 60
 
@@ -39,21 +49,23 @@ def need_atheris() -> None:
 
 
 def fuzz(target: str, work: Path, seeds: Path | None = None) -> dict:
-    """Fuzzes `target` for SECONDS; returns its stats: cases, outcomes, categories."""
+    """Fuzzes `target` for SECONDS x RATE[target] cases; returns its stats: cases, outcomes, categories."""
     need_atheris()
     work.mkdir(parents=True, exist_ok=True)
     stats = work / "stats.json"
     cmd = [sys.executable, str(TARGETS), target, "--work", str(work / "run"), "--stats", str(stats)]
     if seeds is not None:
         cmd += ["--seeds", str(seeds)]
-    # A fixed seed: a CI run explores the same inputs as a local run of the same
-    # length, so a failure it reports is reproduced by running the test again.
-    flags = [f"-seed={SEED}", f"-max_total_time={int(SECONDS)}", f"-timeout={INPUT_TIMEOUT_S}",
+    # A fixed seed and a fixed number of cases: the same inputs on every machine.
+    # The time limit only stops a machine far slower than RATE assumes.
+    runs = max(1, int(SECONDS * RATE[target]))
+    flags = [f"-seed={SEED}", f"-runs={runs}", f"-max_total_time={int(5 * SECONDS) + 60}",
+             f"-timeout={INPUT_TIMEOUT_S}",
              f"-rss_limit_mb={RSS_LIMIT_MB}",
-             f"-artifact_prefix={work}/", "-print_final_stats=1", "-detect_leaks=0"]
+             f"-artifact_prefix={work}/", "-print_final_stats=1", "-detect_leaks=0", "-reload=0"]
     env = dict(os.environ, OPENCV_LOG_LEVEL="OFF", OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0")
     proc = subprocess.run(cmd + ["--"] + flags, capture_output=True, text=True, errors="replace", env=env,
-                          timeout=SECONDS + INPUT_TIMEOUT_S + 300, cwd=TESTS.parent)
+                          timeout=5 * SECONDS + INPUT_TIMEOUT_S + 360, cwd=TESTS.parent)
     log = proc.stdout + proc.stderr
     (work / "fuzz.log").write_text(log)
     if proc.returncode != 0:
@@ -65,6 +77,13 @@ def fuzz(target: str, work: Path, seeds: Path | None = None) -> dict:
             if len(data) <= 2048:
                 report.append(f"base64: {base64.b64encode(data).decode()}")
         pytest.fail("\n".join(report) + "\n--- fuzzer output (end) ---\n" + _tail(log), pytrace=False)
+    # Without coverage (lenet imported through a loader atheris cannot instrument, as
+    # an editable install is) libFuzzer mutates blindly and its corpus collapses to
+    # one byte: the run would pass while testing nothing.
+    if "Is the code instrumented for coverage?" in log:
+        pytest.fail(f"fuzz target {target!r} ran without coverage (lenet is not instrumented: an editable "
+                    f"install? install with 'pip install .')\n--- fuzzer output (end) ---\n{_tail(log)}",
+                    pytrace=False)
     result = json.loads(stats.read_text())
     print(f"\n{target}: {result['cases']} cases in {result.get('elapsed_s')} s, outcomes {result['outcomes']}")
     for cat, outs in sorted(result["categories"].items()):

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import ctypes
 import json
 import math
 import os
@@ -69,6 +70,7 @@ warnings.simplefilter("ignore")
 STATS: dict = {"target": "", "cases": 0, "categories": {}, "outcomes": {}, "started": time.time()}
 _stats_path: Path | None = None
 _last_flush = 0.0
+_flush_at_exit = None  # the C exit handler (kept alive)
 
 
 def tally(category: str, outcome: str) -> None:
@@ -596,6 +598,11 @@ def main() -> None:
         target = ImageArray()
         (corpus / "seed").write_bytes(bytes(range(64)))
     flush()
+    # libFuzzer ends a run with C's exit(), which runs no Python exit handler: the
+    # last half second of stats is written by a C exit handler instead.
+    global _flush_at_exit
+    _flush_at_exit = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_void_p)(lambda status, arg: flush())
+    ctypes.CDLL(None).on_exit(_flush_at_exit, None)   # glibc's; atexit is not an exported symbol
     atheris.Setup([sys.argv[0], *libfuzzer, str(corpus)], target)
     atheris.Fuzz()
 

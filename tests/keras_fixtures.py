@@ -18,14 +18,16 @@ files of one architecture must give the same ``ModelSpec``.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import gzip
 import json
 import os
+import re
 import shutil
 import tempfile
 import warnings
-import atexit
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -334,7 +336,29 @@ def _save_full(model, path: Path) -> Path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.save(str(path))
+    if path.suffix == ".keras":
+        _without_dates(path)
     return path
+
+
+def _without_dates(path: Path) -> None:
+    """A .keras zip made the same to the byte on every run (its members and
+    metadata.json carry the time of saving, config.json the addresses of shared
+    Python objects as their ids): the fuzzers' seeds must not change between a CI run
+    and the local run that replays it."""
+    with zipfile.ZipFile(path) as z:
+        members = [(i.filename, z.read(i)) for i in z.infolist()]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as z:
+        for name, data in members:
+            if name == "metadata.json":
+                meta = json.loads(data)
+                meta.pop("date_saved", None)
+                data = json.dumps(meta).encode()
+            elif name == "config.json":
+                ids: dict = {}
+                data = re.sub(rb'"shared_object_id": (\d+)',
+                              lambda m: b'"shared_object_id": %d' % ids.setdefault(m[1], len(ids) + 1), data)
+            z.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
 
 
 def build_fixtures(directory: Path, only: Optional[set] = None) -> dict[str, KerasFixture]:
