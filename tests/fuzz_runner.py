@@ -1,5 +1,5 @@
 """Runs one target of tests/fuzz_targets.py (atheris + libFuzzer) in a subprocess for a
-bounded time and turns what it found into a test result.
+bounded number of cases and turns what it found into a test result.
 
 ``LENET_FUZZ_SECONDS`` (default 10; CI sets 60) sizes each target's run: that many
 seconds of cases at the target's usual rate on a 2-core machine (``RATE``), run as a
