@@ -45,7 +45,7 @@ def check(buf: Any, name: Any, max_values: int) -> None:
     the most values the loader reads from one attribute (more are refused before
     they are read, so they need no check here)."""
     with memoryview(buf) as data:       # released before an mmap is closed
-        base = max(buf.find(HDF5_MAGIC, 0, 1 << 20), 0)  # addresses count from the superblock
+        base = _superblock(data)  # addresses count from it
         _check_superblock(data, base, name)
         collections = _check_global_heaps(buf, data, name)
         _check_heap_references(buf, data, base, collections, name)
@@ -55,6 +55,17 @@ def check(buf: Any, name: Any, max_values: int) -> None:
 
 def _u(data: memoryview, at: int, n: int = 8) -> int:
     return int.from_bytes(data[at:at + n], "little")
+
+
+def _superblock(data: memoryview) -> int:
+    """Where libhdf5 finds the superblock: the signature at byte 0, 512, 1024, 2048,
+    ... (after a user block); 0 when it is nowhere (libhdf5 refuses the file)."""
+    at = 0
+    while at + 8 <= len(data):
+        if data[at:at + 8] == HDF5_MAGIC:
+            return at
+        at = 512 if at == 0 else 2 * at
+    return 0
 
 
 def _check_superblock(data: memoryview, base: int, name: Any) -> None:
