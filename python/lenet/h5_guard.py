@@ -24,7 +24,7 @@ read by libhdf5 with a layout these checks did not use.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from .errors import ModelFileError
 
@@ -46,6 +46,8 @@ def check(buf: Any, name: Any, max_values: int) -> None:
     they are read, so they need no check here)."""
     with memoryview(buf) as data:       # released before an mmap is closed
         base = _superblock(data)  # addresses count from it
+        if base is None:          # not HDF5: libhdf5 refuses it unread
+            return
         _check_superblock(data, base, name)
         collections = _check_global_heaps(buf, data, name)
         _check_heap_references(buf, data, base, collections, name)
@@ -57,15 +59,15 @@ def _u(data: memoryview, at: int, n: int = 8) -> int:
     return int.from_bytes(data[at:at + n], "little")
 
 
-def _superblock(data: memoryview) -> int:
+def _superblock(data: memoryview) -> Optional[int]:
     """Where libhdf5 finds the superblock: the signature at byte 0, 512, 1024, 2048,
-    ... (after a user block); 0 when it is nowhere (libhdf5 refuses the file)."""
+    ... (after a user block); None when it is nowhere."""
     at = 0
     while at + 8 <= len(data):
         if data[at:at + 8] == HDF5_MAGIC:
             return at
         at = 512 if at == 0 else 2 * at
-    return 0
+    return None
 
 
 def _check_superblock(data: memoryview, base: int, name: Any) -> None:
