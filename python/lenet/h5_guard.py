@@ -113,8 +113,10 @@ def _check_global_heaps(buf: Any, data: memoryview, name: Any) -> list:
 
 def _check_heap_references(buf: Any, data: memoryview, base: int, collections: list, name: Any) -> None:
     """A variable-length value on disk is (length: 4 bytes, collection address: 8,
-    object index: 4); only references to an existing object with a length over
-    VLEN_CHECKED_BYTES count."""
+    object index: 4); libhdf5 allocates and fills `length` bytes before it compares
+    them with the object. Only references to an existing object with a length over
+    VLEN_CHECKED_BYTES count: other bytes (text followed by zero padding) can look
+    like an address."""
     for pos, objects in collections:
         address = (pos - base).to_bytes(8, "little")
         q = buf.find(address, 4)
@@ -133,7 +135,8 @@ def _check_heap_references(buf: Any, data: memoryview, base: int, collections: l
 
 def _check_vlen_attributes(buf: Any, data: memoryview, name: Any, max_values: int) -> None:
     """The attribute messages of the names the loader reads: each variable-length
-    string value's length must fit in the file."""
+    string value's length must fit in the file (libhdf5 allocates and fills that
+    length before it follows the value's heap address, which may be broken too)."""
     size = len(data)
     for attr in VLEN_ATTRIBUTES:
         at = buf.find(attr)
