@@ -31,6 +31,10 @@ struct StepConstants {
     virtual ~StepConstants() = default;
 };
 
+// The inputs of a kernel call: x[0] is the first (the only one but for merge and
+// concat steps), in the order of Step::inputs.
+using Inputs = const float* const*;
+
 // One Step, planned for a fixed batch capacity.
 class Kernel {
 public:
@@ -41,7 +45,7 @@ public:
     // rows; rows past n are then scratch, never returned. `spare`: threads with
     // nothing else to do during this call (the executor's, when the whole call is
     // one task), over which a large kernel may split its work; null otherwise.
-    virtual void run(const float* x, float* y, int n, ThreadPool* spare) = 0;
+    virtual void run(Inputs x, float* y, int n, ThreadPool* spare) = 0;
 };
 
 // Runs the layers of one plan for one call. `layers(in, out, n)` launches every
@@ -51,7 +55,7 @@ using LayerWalk = std::function<void(const float* in, float* out, int n)>;
 class Stream {
 public:
     virtual ~Stream() = default;
-    // x_host: n images in the backend's layout; y_host: n x classes probabilities.
+    // x_host: n images in the backend's layout; y_host: the n outputs, in the backend's layout.
     // Returns when y_host is written. A CPU stream runs `layers` on the host pointers
     // directly; a GPU stream stages through pinned memory and may capture the whole
     // walk (copies included) once and replay it.

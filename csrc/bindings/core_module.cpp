@@ -6,12 +6,15 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "../backends/backend.h"
 #include "../backends/cpu/cpu_backend.h"
 #include "../backends/cpu/direct.h"
 #include "../net/errors.h"
 #include "../net/executor.h"
+#include "../net/layer_table.h"
+#include "../net/limits.h"
 #include "../net/network.h"
 #include "version.h"
 
@@ -20,36 +23,68 @@ using namespace lenet;
 
 namespace {
 
-std::vector<float> to_floats(const py::array_t<float, py::array::c_style | py::array::forcecast>& a,
-                             std::vector<int64_t>* shape) {
-    shape->assign(a.shape(), a.shape() + a.ndim());
-    return std::vector<float>(a.data(), a.data() + a.size());
+Tensor to_tensor(const py::array_t<float, py::array::c_style | py::array::forcecast>& a) {
+    Tensor t;
+    t.shape.assign(a.shape(), a.shape() + a.ndim());
+    t.data.assign(a.data(), a.data() + a.size());
+    return t;
 }
 
-py::array_t<float> run(Executor& ex, const py::array_t<float, py::array::c_style>& x) {
+py::tuple to_tuple(const std::vector<int64_t>& v) {
+    py::tuple t(v.size());
+    for (size_t i = 0; i < v.size(); ++i) t[i] = v[i];
+    return t;
+}
+
+py::array_t<float> run(Executor& ex, const py::array_t<float, py::array::c_style>& x, const std::string& output) {
     const Network& net = ex.network();
-    const Dims d = net.input();
-    const bool nchw = net.input_format() == DataFormat::channels_first;
-    const int64_t expect[3] = {nchw ? d.c : d.h, nchw ? d.h : d.w, nchw ? d.w : d.c};
-    bool ok = x.ndim() == 4;
-    for (int i = 0; ok && i < 3; ++i) ok = x.shape(i + 1) == expect[i];
+    const std::vector<int64_t> expect = net.input().keras();
+    bool ok = x.ndim() == py::ssize_t(expect.size()) + 1;
+    for (size_t i = 0; ok && i < expect.size(); ++i) ok = x.shape(i + 1) == expect[i];
     if (!ok) {
-        std::string got = "(";
+        std::string want = "(n", got = "(";
+        for (auto v : expect) want += ", " + std::to_string(v);
         for (py::ssize_t i = 0; i < x.ndim(); ++i) got += (i ? ", " : "") + std::to_string(x.shape(i));
-        throw InputError("expected a float32 array of shape (n, " + std::to_string(expect[0]) + ", " +
-                         std::to_string(expect[1]) + ", " + std::to_string(expect[2]) + "), got " + got + ")");
+        throw InputError("expected a float32 array of shape " + want + "), got " + got + ")");
     }
+    Executor::Output mode;
+    if (output == "raw")
+        mode = Executor::Output::raw;
+    else if (output == "probabilities")
+        mode = Executor::Output::probabilities;
+    else
+        throw InputError("output must be 'raw' or 'probabilities', got '" + output + "'");
     const int64_t n = x.shape(0);
-    const int64_t classes = net.classes();
-    py::array_t<float> y({n, classes});
+    std::vector<py::ssize_t> shape{py::ssize_t(n)};
+    for (auto v : net.output().keras()) shape.push_back(py::ssize_t(v));
+    py::array_t<float> y(shape);
     const float* src = x.data();
     float* dst = y.mutable_data();
     {
         py::gil_scoped_release release;
-        ex.run(src, dst, n);
+        ex.run(src, dst, n, mode);
     }
     return y;
 }
+
+const char* output_kind(OutputKind k) {
+    switch (k) {
+        case OutputKind::softmax: return "softmax";
+        case OutputKind::sigmoid: return "sigmoid";
+        case OutputKind::scores: return "scores";
+    }
+    return "?";
+}
+
+// The Python type of each record field, for fields() (and the stub check).
+template <class T> const char* py_type();
+template <> const char* py_type<std::string>() { return "str"; }
+template <> const char* py_type<int>() { return "int"; }
+template <> const char* py_type<float>() { return "float"; }
+template <> const char* py_type<bool>() { return "bool"; }
+template <> const char* py_type<std::vector<int>>() { return "list[int]"; }
+template <> const char* py_type<Int2>() { return "tuple[int, int]"; }
+template <> const char* py_type<Int4>() { return "tuple[int, int, int, int]"; }
 
 }  // namespace
 
@@ -78,83 +113,124 @@ PYBIND11_MODULE(_core, m) {
         }
     });
 
-    py::enum_<LayerKind>(m, "LayerKind")
-        .value("conv2d", LayerKind::conv2d)
-        .value("max_pool2d", LayerKind::max_pool2d)
-        .value("avg_pool2d", LayerKind::avg_pool2d)
-        .value("zero_pad2d", LayerKind::zero_pad2d)
-        .value("flatten", LayerKind::flatten)
-        .value("dense", LayerKind::dense)
-        .value("activation", LayerKind::activation)
-        .value("rescaling", LayerKind::rescaling);
-    py::enum_<Act>(m, "Act")
-        .value("linear", Act::linear)
-        .value("relu", Act::relu)
-        .value("tanh", Act::tanh)
-        .value("sigmoid", Act::sigmoid)
-        .value("softmax", Act::softmax);
-    py::enum_<FlattenOrder>(m, "FlattenOrder").value("hwc", FlattenOrder::hwc).value("chw", FlattenOrder::chw);
-    py::enum_<DataFormat>(m, "DataFormat")
-        .value("channels_last", DataFormat::channels_last)
-        .value("channels_first", DataFormat::channels_first);
-
-    py::class_<LayerSpec>(m, "LayerSpec")
-        .def(py::init<>())
-        .def_readwrite("kind", &LayerSpec::kind)
-        .def_readwrite("name", &LayerSpec::name)
-        .def_readwrite("keras_class", &LayerSpec::keras_class)
-        .def_readwrite("kernel", &LayerSpec::kernel)
-        .def_readwrite("strides", &LayerSpec::strides)
-        .def_readwrite("same_padding", &LayerSpec::same_padding)
-        .def_readwrite("filters", &LayerSpec::filters)
-        .def_readwrite("units", &LayerSpec::units)
-        .def_readwrite("activation", &LayerSpec::activation)
-        .def_readwrite("pad", &LayerSpec::pad)
-        .def_readwrite("scale", &LayerSpec::scale)
-        .def_readwrite("offset", &LayerSpec::offset)
-        .def_readwrite("flatten_order", &LayerSpec::flatten_order)
-        .def("set_weights",
-             [](LayerSpec& l, const py::array_t<float, py::array::c_style | py::array::forcecast>& a) {
-                 l.weights = to_floats(a, &l.weights_shape);
+    auto spec = py::class_<LayerSpec>(m, "LayerSpec", "One layer as the loader describes it (csrc/net/layer.h).");
+    spec.def(py::init<>());
+#define LENET_BIND_FIELD(type, field, init, doc) spec.def_readwrite(#field, &LayerSpec::field, doc);
+    LENET_LAYER_FIELDS(LENET_BIND_FIELD)
+#undef LENET_BIND_FIELD
+    spec.def("set_weight",
+             [](LayerSpec& l, const std::string& name,
+                const py::array_t<float, py::array::c_style | py::array::forcecast>& a) {
+                 l.set_weight(name, to_tensor(a));
+             },
+             py::arg("name"), py::arg("array"), "Sets (or replaces) the weight `name`, in Keras layout.")
+        .def("weight_names",
+             [](const LayerSpec& l) {
+                 std::vector<std::string> names;
+                 for (const auto& w : l.weights) names.push_back(w.first);
+                 return names;
              })
-        .def("set_bias", [](LayerSpec& l, const py::array_t<float, py::array::c_style | py::array::forcecast>& a) {
-            l.bias = to_floats(a, &l.bias_shape);
-        });
+        .def("weight",
+             [](const LayerSpec& l, const std::string& name) -> py::object {
+                 const Tensor* t = l.weight(name);
+                 if (!t) return py::none();
+                 py::array_t<float> a(std::vector<py::ssize_t>(t->shape.begin(), t->shape.end()));
+                 std::copy(t->data.begin(), t->data.end(), a.mutable_data());
+                 return std::move(a);
+             },
+             py::arg("name"), "A copy of the weight `name`, or None.")
+        .def("__repr__",
+             [](const LayerSpec& l) {
+                 return "LayerSpec(" + l.kind + ", '" + l.name + "', " + l.keras_class + ")";
+             })
+        .def_static(
+            "fields",
+            [] {
+                std::vector<std::tuple<std::string, std::string, std::string>> out;
+#define LENET_FIELD_INFO(type, field, init, doc) out.emplace_back(#field, py_type<type>(), doc);
+                LENET_LAYER_FIELDS(LENET_FIELD_INFO)
+#undef LENET_FIELD_INFO
+                return out;
+            },
+            "(name, Python type, meaning) of every field, in declaration order.");
 
     py::class_<Network, std::shared_ptr<Network>>(m, "Network")
-        .def(py::init([](const std::vector<LayerSpec>& layers, std::array<int, 3> hwc, DataFormat format,
-                         std::string source, bool classifier) {
-                 return std::make_shared<Network>(layers, Dims{hwc[0], hwc[1], hwc[2]}, format, std::move(source),
-                                                  classifier);
+        .def(py::init([](const std::vector<LayerSpec>& layers, const std::vector<int64_t>& input, std::string source) {
+                 return std::make_shared<Network>(layers, input, std::move(source));
              }),
-             py::arg("layers"), py::arg("input_hwc"), py::arg("data_format"), py::arg("source"),
-             py::arg("classifier") = true)
-        .def_property_readonly("classes", &Network::classes)
-        .def_property_readonly("input_hwc",
-                               [](const Network& n) { return std::array<int, 3>{n.input().h, n.input().w, n.input().c}; })
-        .def_property_readonly("data_format", &Network::input_format)
-        .def_property_readonly("softmax_appended", &Network::softmax_appended)
+             py::arg("layers"), py::arg("input_shape"), py::arg("source"),
+             "Checks and lowers the layers; input_shape: Keras' per-sample input shape.")
+        .def_property_readonly("input_shape", [](const Network& n) { return to_tuple(n.input().keras()); },
+                               "Keras' per-sample input shape.")
+        .def_property_readonly("output_shape", [](const Network& n) { return to_tuple(n.output().keras()); },
+                               "Keras' per-sample output shape.")
+        .def_property_readonly("output_size", &Network::output_size)
+        .def_property_readonly("output_kind", [](const Network& n) { return output_kind(n.output_kind()); },
+                               "'softmax', 'sigmoid' or 'scores': what the outputs are.")
+        .def_property_readonly("channels_first", &Network::channels_first)
         .def_property_readonly("params", &Network::params)
         .def_property_readonly("macs", &Network::macs, "Multiply-adds per image (convolutions, dense layers).")
         .def("layers",
              [](const Network& n) {
                  py::list rows;
-                 for (const auto& l : n.summary()) {
-                     py::tuple shape = l.flat ? py::tuple(py::make_tuple(l.out.size()))
-                                             : py::tuple(py::make_tuple(l.out.h, l.out.w, l.out.c));
-                     rows.append(py::make_tuple(l.name, l.keras_class, shape, l.params));
-                 }
+                 for (const auto& l : n.summary())
+                     rows.append(py::make_tuple(l.name, l.keras_class, to_tuple(l.out.keras()), l.params));
                  return rows;
              },
              "One (name, keras_class, output_shape, params) per layer of the file.")
         .def("steps", [](const Network& n) {
             py::list rows;
             for (const auto& s : n.steps())
-                rows.append(py::make_tuple(to_string(s.op), s.layers, to_string(s.act),
+                rows.append(py::make_tuple(to_string(s.op), s.layers, s.act.str(),
                                            py::make_tuple(s.out.h, s.out.w, s.out.c)));
             return rows;
         },
-        "One (op, keras_layers, activation, output_hwc) per executed step, after fusion.");
+        "One (op, keras_layers, activation, output_hwc) per executed step, after folding and fusion.");
+
+    m.def(
+        "expected_weights",
+        [](const std::vector<LayerSpec>& layers, const std::vector<int64_t>& input, const std::string& source) {
+            py::list out;
+            for (const auto& slots : Network::expected_weights(layers, input, source)) {
+                py::list row;
+                for (const auto& s : slots) row.append(py::make_tuple(s.name, to_tuple(s.shape), s.count_only, s.ignored));
+                out.append(row);
+            }
+            return out;
+        },
+        py::arg("layers"), py::arg("input_shape"), py::arg("source"),
+        "Per layer, the weights it expects: (name, Keras shape, count_only, ignored). Checks the graph and the "
+        "shapes as Network does, without weights.");
+    m.def("layer_kinds", &layer_kinds, "Every layer kind the network knows.");
+    m.def(
+        "activations",
+        [] {
+            std::vector<std::string> names;
+#define LENET_ACT_NAME(n) names.push_back(#n);
+            LENET_ACTIVATIONS(LENET_ACT_NAME)
+#undef LENET_ACT_NAME
+            names.push_back("softmax");
+            return names;
+        },
+        "Every activation the network knows.");
+    m.def(
+        "limits",
+        [] {
+            py::dict d;
+            d["layers"] = limits::kLayers;
+            d["inputs"] = limits::kInputs;
+            d["kernel"] = limits::kKernel;
+            d["stride"] = limits::kStride;
+            d["dilation"] = limits::kDilation;
+            d["pad"] = limits::kPad;
+            d["dim"] = limits::kDim;
+            d["channels"] = limits::kChannels;
+            d["units"] = limits::kUnits;
+            d["params"] = limits::kParams;
+            d["activation"] = limits::kActivation;
+            return d;
+        },
+        "The bounds of what the engine accepts (csrc/net/limits.h).");
 
     py::class_<Executor>(m, "Executor")
         .def(py::init([](std::shared_ptr<Network> net, const std::string& device, int threads, bool allow_tf32,
@@ -168,7 +244,9 @@ PYBIND11_MODULE(_core, m) {
              }),
              py::arg("network"), py::arg("device"), py::arg("threads"), py::arg("allow_tf32") = false,
              py::arg("cuda_graphs") = true, py::arg("cpu_kernels") = "auto")
-        .def("run", &run, py::arg("x"), "Probabilities (n, classes) for a C-contiguous float32 batch.")
+        .def("run", &run, py::arg("x"), py::arg("output") = "raw",
+             "The outputs (output='raw', as Keras' predict) or a distribution per image "
+             "(output='probabilities') for a C-contiguous float32 batch in the model's input shape.")
         .def_property_readonly("device", [](const Executor& e) { return e.backend().name(); })
         .def_property_readonly("description", [](const Executor& e) { return e.backend().description(); })
         .def_property_readonly("threads", &Executor::threads);

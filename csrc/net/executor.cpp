@@ -9,20 +9,41 @@
 
 namespace lenet {
 
+// One node per kernel (a fused pair of steps is one node). Node k reads the
+// values `inputs` (-1: the walk's input, j: node j's output) and writes its own;
+// the last node writes the walk's output, the others a slot of the plan.
 struct Executor::Plan {
     int capacity = 0;
-    std::vector<std::unique_ptr<Kernel>> kernels;
-    Buffer ping, pong;                 // activations between steps
+    struct Node {
+        std::unique_ptr<Kernel> kernel;
+        std::vector<int> inputs;
+        std::vector<const float*> args;  // the input pointers of the current call
+        int slot = -1;
+    };
+    std::vector<Node> nodes;
+    std::vector<Buffer> slots;           // activation buffers, shared by nodes whose outputs do not overlap in time
     std::unique_ptr<Stream> stream;
-    std::vector<float> transposed;     // host input in the backend's layout, when it differs
+    std::vector<float> staged_in, staged_out;  // host copies in the backend's order, when it differs
 };
+
+namespace {
+
+// Whether a tensor's memory order as Keras holds it differs from the backend's:
+// Keras holds a channels_first image C, H, W and everything else H, W, C; an
+// NCHW backend holds every tensor C, H, W. Trivial when one side has one element.
+bool orders_differ(const Shape& s, Layout layout) {
+    const bool keras_chw = s.rank == 3 && s.chw;
+    const bool backend_chw = layout == Layout::nchw;
+    return keras_chw != backend_chw && s.d.c > 1 && int64_t(s.d.h) * s.d.w > 1;
+}
+
+}  // namespace
 
 Executor::Executor(std::shared_ptr<const Network> network, std::unique_ptr<Backend> backend, int threads)
     : network_(std::move(network)), backend_(std::move(backend)), threads_(std::max(1, threads)) {
     for (const Step& s : network_->steps()) constants_.push_back(backend_->prepare(s));
-    const Dims in = network_->input();
-    const bool model_nchw = network_->input_format() == DataFormat::channels_first;
-    transpose_input_ = in.c > 1 && model_nchw != (backend_->layout() == Layout::nchw);
+    transpose_input_ = orders_differ(network_->input(), backend_->layout());
+    transpose_output_ = orders_differ(network_->output(), backend_->layout());
     const int workers = std::min(threads_, backend_->parallelism()) - 1;
     if (workers > 0) pool_ = std::make_unique<ThreadPool>(workers);
 }
@@ -33,22 +54,61 @@ std::unique_ptr<Executor::Plan> Executor::make_plan(int capacity) {
     auto plan = std::make_unique<Plan>();
     plan->capacity = capacity;
     const auto& steps = network_->steps();
-    int64_t largest = 0;  // the largest tensor a kernel hands to the next one
-    for (size_t i = 0; i < steps.size();) {
+    const int count = int(steps.size());
+    // Readers of each step's output, to know which adjacent pairs may be fused.
+    std::vector<int> readers(count, 0);
+    for (const Step& s : steps)
+        for (int v : s.inputs)
+            if (v >= 0) ++readers[v];
+
+    std::vector<int> node_of(count, -1);  // step -> the node that produces its output
+    std::vector<int64_t> out_size;        // per node: floats per image it writes
+    for (int i = 0; i < count;) {
         std::unique_ptr<Kernel> k;
-        if (i + 1 < steps.size()) k = backend_->fused_kernel(steps[i], steps[i + 1], constants_[i].get(), capacity);
-        const size_t last = k ? i + 1 : i;
+        const bool pair = i + 1 < count && readers[i] == 1 && steps[i + 1].inputs == std::vector<int>{i};
+        if (pair) k = backend_->fused_kernel(steps[i], steps[i + 1], constants_[i].get(), capacity);
+        const int last = k ? i + 1 : i;
         if (!k) k = backend_->kernel(steps[i], constants_[i].get(), capacity);
-        plan->kernels.push_back(std::move(k));
-        if (last + 1 < steps.size()) largest = std::max(largest, steps[last].out.size());
+        Plan::Node node;
+        node.kernel = std::move(k);
+        for (int v : steps[i].inputs) node.inputs.push_back(v < 0 ? -1 : node_of[v]);
+        node.args.resize(node.inputs.size());
+        node_of[i] = node_of[last] = int(plan->nodes.size());
+        out_size.push_back(steps[last].out.size());
+        plan->nodes.push_back(std::move(node));
         i = last + 1;
     }
-    if (largest > 0) {
-        plan->ping = backend_->alloc(size_t(largest) * capacity);
-        if (plan->kernels.size() > 2) plan->pong = backend_->alloc(size_t(largest) * capacity);
+
+    // Slots: a node's output takes a free slot; a slot frees after its value's last reader.
+    const int nodes = int(plan->nodes.size());
+    std::vector<int> last_read(nodes, -1);
+    for (int k = 0; k < nodes; ++k)
+        for (int v : plan->nodes[k].inputs)
+            if (v >= 0) last_read[v] = std::max(last_read[v], k);
+    std::vector<int64_t> slot_size;
+    std::vector<int> free_slots;
+    for (int k = 0; k + 1 < nodes; ++k) {
+        int slot;
+        if (!free_slots.empty()) {
+            slot = free_slots.back();
+            free_slots.pop_back();
+        } else {
+            slot = int(slot_size.size());
+            slot_size.push_back(0);
+        }
+        slot_size[slot] = std::max(slot_size[slot], out_size[k]);
+        plan->nodes[k].slot = slot;
+        for (int v : plan->nodes[k].inputs)
+            if (v >= 0 && last_read[v] == k) {
+                last_read[v] = -1;  // a node may read a value twice (add(x, x)): free its slot once
+                free_slots.push_back(plan->nodes[v].slot);
+            }
     }
-    plan->stream = backend_->stream(capacity, network_->input().size(), network_->classes());
-    if (transpose_input_) plan->transposed.resize(size_t(network_->input().size()) * capacity);
+    for (int64_t floats : slot_size) plan->slots.push_back(backend_->alloc(size_t(floats) * capacity));
+
+    plan->stream = backend_->stream(capacity, network_->input().d.size(), network_->output_size());
+    if (transpose_input_) plan->staged_in.resize(size_t(network_->input().d.size()) * capacity);
+    if (transpose_output_) plan->staged_out.resize(size_t(network_->output_size()) * capacity);
     return plan;
 }
 
@@ -71,27 +131,34 @@ void Executor::release(std::unique_ptr<Plan> plan) {
 }
 
 void Executor::run_chunk(Plan& plan, const float* x, float* y, int n, ThreadPool* spare) {
-    const Dims in = network_->input();
+    const Dims in = network_->input().d, out = network_->output().d;
+    const bool nchw = backend_->layout() == Layout::nchw;
     if (transpose_input_) {
-        float* t = plan.transposed.data();
-        if (backend_->layout() == Layout::nhwc)
-            nchw_to_nhwc(x, t, n, in);
-        else
+        float* t = plan.staged_in.data();
+        if (nchw)
             nhwc_to_nchw(x, t, n, in);
+        else
+            nchw_to_nhwc(x, t, n, in);
         x = t;
     }
-    // The walk: step i reads what step i-1 wrote; ping-pong between two buffers,
-    // the first step reading the input and the last writing the output.
-    const size_t last = plan.kernels.size() - 1;
-    plan.stream->forward(x, y, n, [&plan, last, spare](const float* src, float* dst, int m) {
-        float* bufs[2] = {plan.ping.get(), plan.pong.get()};
-        const float* cur = src;
-        for (size_t i = 0; i <= last; ++i) {
-            float* out = i == last ? dst : bufs[i % 2];
-            plan.kernels[i]->run(cur, out, m, spare);
-            cur = out;
+    float* result = transpose_output_ ? plan.staged_out.data() : y;
+    plan.stream->forward(x, result, n, [&plan, spare](const float* src, float* dst, int m) {
+        const int last = int(plan.nodes.size()) - 1;
+        for (int k = 0; k <= last; ++k) {
+            Plan::Node& node = plan.nodes[k];
+            for (size_t i = 0; i < node.inputs.size(); ++i) {
+                const int v = node.inputs[i];
+                node.args[i] = v < 0 ? src : plan.slots[plan.nodes[v].slot].get();
+            }
+            node.kernel->run(node.args.data(), k == last ? dst : plan.slots[node.slot].get(), m, spare);
         }
     });
+    if (transpose_output_) {
+        if (nchw)
+            nchw_to_nhwc(result, y, n, out);
+        else
+            nhwc_to_nchw(result, y, n, out);
+    }
 }
 
 namespace {
@@ -109,13 +176,36 @@ int64_t first_non_finite(const float* v, int64_t n, int64_t size) {
     return -1;
 }
 
+// Outputs -> a distribution per image, in place (see Executor::Output).
+void to_probabilities(float* y, int64_t n, int64_t size, OutputKind kind) {
+    if (kind == OutputKind::softmax) return;
+    for (int64_t b = 0; b < n; ++b) {
+        float* p = y + b * size;
+        if (kind == OutputKind::sigmoid) {
+            double sum = 0;
+            for (int64_t i = 0; i < size; ++i) sum += p[i];
+            const float inv = sum > 0 ? float(1 / sum) : 0.f;
+            for (int64_t i = 0; i < size; ++i) p[i] = sum > 0 ? p[i] * inv : 1.f / float(size);
+            continue;
+        }
+        const float top = *std::max_element(p, p + size);
+        float sum = 0.f;
+        for (int64_t i = 0; i < size; ++i) sum += p[i] = std::exp(p[i] - top);
+        const float inv = 1.f / sum;
+        for (int64_t i = 0; i < size; ++i) p[i] *= inv;
+    }
+}
+
 }  // namespace
 
-void Executor::run(const float* x, float* y, int64_t n) {
+void Executor::run(const float* x, float* y, int64_t n, Output output) {
     if (n < 0) throw InputError("negative batch size " + std::to_string(n));
+    if (output == Output::probabilities && network_->output().rank != 1)
+        throw InputError("the model's output " + network_->output().str() +
+                         " is not a vector of class scores: no probabilities to give (predict gives the outputs)");
     if (n == 0) return;
-    const int64_t in_size = network_->input().size();
-    const int classes = network_->classes();
+    const int64_t in_size = network_->input().d.size();
+    const int64_t out_size = network_->output_size();
     const int tasks = int(std::min<int64_t>(n, pool_ ? pool_->workers() + 1 : 1));
     const int64_t per_task = (n + tasks - 1) / tasks;
 
@@ -129,17 +219,19 @@ void Executor::run(const float* x, float* y, int64_t n) {
         try {
             for (int64_t b = begin; b < end; b += capacity) {
                 const int m = int(std::min<int64_t>(capacity, end - b));
-                // NaN or infinite inputs would come out as NaN probabilities: refused,
-                // never a silent answer. So is an output that overflowed (inputs or
-                // weights too large for float32 activations).
+                // NaN or infinite inputs would come out as NaN: refused, never a silent
+                // answer. So is an output that overflowed (inputs or weights too large
+                // for float32 activations).
                 if (const int64_t bad = first_non_finite(x + b * in_size, m, in_size); bad >= 0)
                     throw InputError("image " + std::to_string(b + bad) +
                                      " of the batch holds NaN or infinite values");
-                run_chunk(*plan, x + b * in_size, y + b * classes, m, spare);
-                if (const int64_t bad = first_non_finite(y + b * classes, m, classes); bad >= 0)
+                float* yb = y + b * out_size;
+                run_chunk(*plan, x + b * in_size, yb, m, spare);
+                if (const int64_t bad = first_non_finite(yb, m, out_size); bad >= 0)
                     throw InputError("the network's output for image " + std::to_string(b + bad) +
                                      " of the batch is not finite: its activations overflowed float32 (input "
                                      "values or weights far too large; inputs are expected in the model's scale)");
+                if (output == Output::probabilities) to_probabilities(yb, m, out_size, network_->output_kind());
             }
         } catch (...) {
             release(std::move(plan));

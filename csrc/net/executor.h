@@ -1,8 +1,12 @@
 // The executor: runs a Network on a Backend. It prepares every Step once, keeps
-// a pool of plans (kernels + ping-pong buffers + stream) per batch capacity,
+// a pool of plans (kernels + activation buffers + stream) per batch capacity,
 // splits a call's batch across plans and threads, and walks the steps.
 // Thread-safe: each call takes plans from the pool, so concurrent calls never
 // share per-call state.
+//
+// Inputs and outputs are in the model's own layout (Keras': (n, c, h, w) for a
+// channels_first model's images), whatever the backend's; the executor
+// transposes on the host where the two differ.
 #pragma once
 
 #include <map>
@@ -21,9 +25,16 @@ public:
     Executor(std::shared_ptr<const Network> network, std::unique_ptr<Backend> backend, int threads);
     ~Executor();
 
-    // x: n images in the model's input layout ((n, H, W, C), or (n, C, H, W) for a
-    // channels_first model); y: (n, classes) probabilities.
-    void run(const float* x, float* y, int64_t n);
+    // What run() writes.
+    enum class Output {
+        raw,            // the model's outputs, as Keras' predict gives them
+        probabilities,  // a distribution per image (see Network::OutputKind): softmax outputs as they are,
+                        // sigmoid outputs divided by their sum, anything else through a softmax
+    };
+
+    // x: n inputs in the model's layout (Keras' per-sample input shape);
+    // y: n x output_size values.
+    void run(const float* x, float* y, int64_t n, Output output = Output::raw);
 
     const Network& network() const { return *network_; }
     const Backend& backend() const { return *backend_; }
@@ -40,7 +51,7 @@ private:
     std::unique_ptr<Backend> backend_;
     std::vector<std::shared_ptr<const StepConstants>> constants_;
     int threads_;
-    bool transpose_input_;  // model layout differs from the backend's and C > 1
+    bool transpose_input_, transpose_output_;  // the model's memory order differs from the backend's
     std::unique_ptr<ThreadPool> pool_;
     std::mutex plans_mutex_;
     std::map<int, std::vector<std::unique_ptr<Plan>>> free_plans_;

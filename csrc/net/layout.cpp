@@ -2,14 +2,17 @@
 
 namespace lenet {
 
-std::vector<float> dense_rows_chw_to_hwc(const std::vector<float>& w, Dims in, int units) {
+std::vector<float> dense_rows_unpermute(const std::vector<float>& w, Dims in, const std::array<int, 3>& perm, int units) {
     std::vector<float> out(w.size());
-    for (int c = 0; c < in.c; ++c)
-        for (int y = 0; y < in.h; ++y)
-            for (int x = 0; x < in.w; ++x) {
-                const float* src = &w[size_t((c * in.h + y) * in.w + x) * units];
-                float* dst = &out[size_t((y * in.w + x) * in.c + c) * units];
-                for (int u = 0; u < units; ++u) dst[u] = src[u];
+    const int ext[3] = {in.h, in.w, in.c};
+    const int o1 = ext[perm[1]], o2 = ext[perm[2]];
+    for (int y = 0; y < in.h; ++y)
+        for (int x = 0; x < in.w; ++x)
+            for (int c = 0; c < in.c; ++c) {
+                const int pos[3] = {y, x, c};
+                const size_t from = (size_t(pos[perm[0]]) * o1 + pos[perm[1]]) * o2 + pos[perm[2]];
+                const size_t to = (size_t(y) * in.w + x) * in.c + c;
+                for (int u = 0; u < units; ++u) out[to * units + u] = w[from * units + u];
             }
     return out;
 }

@@ -1,36 +1,57 @@
+// Building a Network: check the graph, infer every shape and check every weight
+// through the layer table (layers.cpp), lower each layer to Steps, then fold and
+// fuse the steps where the result is exact.
 #include "network.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "errors.h"
+#include "layer_table.h"
 #include "layout.h"
+#include "limits.h"
 
 namespace lenet {
 
-const char* to_string(LayerKind k) {
-    switch (k) {
-        case LayerKind::conv2d: return "conv2d";
-        case LayerKind::max_pool2d: return "max_pool2d";
-        case LayerKind::avg_pool2d: return "avg_pool2d";
-        case LayerKind::zero_pad2d: return "zero_pad2d";
-        case LayerKind::flatten: return "flatten";
-        case LayerKind::dense: return "dense";
-        case LayerKind::activation: return "activation";
-        case LayerKind::rescaling: return "rescaling";
+std::vector<int64_t> Shape::keras() const {
+    if (rank == 1) return {d.c};
+    if (rank == 2) return {d.w, d.c};
+    if (chw) return {d.c, d.h, d.w};
+    return {d.h, d.w, d.c};
+}
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+    std::ostringstream s;
+    s << "(";
+    for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
+    s << (shape.size() == 1 ? ",)" : ")");
+    return s.str();
+}
+
+}  // namespace
+
+std::string Shape::str() const { return shape_str(keras()); }
+
+const char* to_string(Act a) {
+    switch (a) {
+#define LENET_CASE(n) \
+    case Act::n: return #n;
+        LENET_ACTIVATIONS(LENET_CASE)
+#undef LENET_CASE
     }
     return "?";
 }
 
-const char* to_string(Act a) {
-    switch (a) {
-        case Act::linear: return "linear";
-        case Act::relu: return "relu";
-        case Act::tanh: return "tanh";
-        case Act::sigmoid: return "sigmoid";
-        case Act::softmax: return "softmax";
-    }
-    return "?";
+std::string Activation::str() const {
+    std::ostringstream s;
+    s << to_string(kind);
+    if (kind == Act::relu && !plain_relu()) s << "(slope " << alpha << ", max " << max_value << ", threshold " << threshold << ")";
+    if (kind == Act::elu && alpha != 1.f) s << "(" << alpha << ")";
+    if (kind == Act::hard_sigmoid || kind == Act::hard_swish) s << "(" << alpha << " x + " << beta << ")";
+    return s.str();
 }
 
 const char* to_string(OpKind k) {
@@ -42,7 +63,13 @@ const char* to_string(OpKind k) {
         case OpKind::dense: return "dense";
         case OpKind::affine: return "affine";
         case OpKind::activation: return "activation";
+        case OpKind::prelu: return "prelu";
         case OpKind::softmax: return "softmax";
+        case OpKind::resize: return "resize";
+        case OpKind::reshape: return "reshape";
+        case OpKind::permute: return "permute";
+        case OpKind::merge: return "merge";
+        case OpKind::concat: return "concat";
     }
     return "?";
 }
@@ -55,265 +82,407 @@ SamePadding same_padding(int in, int kernel, int stride) {
 
 namespace {
 
-Step make_step(OpKind op, Dims in, Dims out) {
-    Step s;
-    s.op = op, s.in = in, s.out = out;
-    return s;
-}
+// ------------------------------------------------------------------ analysis
 
-// Bounds that keep a hostile or broken config from asking for absurd memory:
-// LeNet-sized models sit orders of magnitude below them.
-constexpr int kMaxExtent = 1 << 16;          // any kernel, stride, dimension or channel count
-constexpr int64_t kMaxTensor = int64_t(1) << 28;  // floats per image in one activation
-
-std::string dims_str(Dims d, bool flat) {
-    std::ostringstream s;
-    if (flat)
-        s << "(" << d.size() << ")";
-    else
-        s << "(" << d.h << ", " << d.w << ", " << d.c << ")";
-    return s.str();
-}
-
-std::string shape_str(const std::vector<int64_t>& shape) {
-    std::ostringstream s;
-    s << "(";
-    for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
-    s << (shape.size() == 1 ? ",)" : ")");
-    return s.str();
-}
-
-class Builder {
-public:
-    Builder(const std::string& source) : source_(source) {}
-
-    [[noreturn]] void fail_file(const LayerSpec& l, const std::string& what) const {
-        throw ModelFileError(source_ + ": layer '" + l.name + "' (" + l.keras_class + "): " + what);
-    }
-    [[noreturn]] void fail_unsupported(const LayerSpec& l, const std::string& what) const {
-        throw UnsupportedModelError(source_ + ": layer '" + l.name + "' (" + l.keras_class + "): " + what);
-    }
-
-    void check_extent(const LayerSpec& l, const char* what, int v) const {
-        if (v < 1 || v > kMaxExtent)
-            fail_file(l, std::string(what) + " = " + std::to_string(v) + " is out of range [1, " +
-                             std::to_string(kMaxExtent) + "]");
-    }
-
-    void check_dims(const LayerSpec& l, Dims d) const {
-        if (d.h < 1 || d.w < 1 || d.c < 1)
-            fail_file(l, "output shape " + dims_str(d, false) + " is empty");
-        if (d.size() > kMaxTensor) fail_file(l, "output shape " + dims_str(d, false) + " is too large");
-    }
-
-    void check_shape(const LayerSpec& l, const char* what, const std::vector<int64_t>& found,
-                     const std::vector<int64_t>& expected, size_t count) const {
-        if (found != expected)
-            fail_file(l, std::string(what) + " has shape " + shape_str(found) + ", expected " + shape_str(expected));
-        int64_t n = 1;
-        for (auto v : found) n *= v;
-        if (size_t(n) != count)
-            fail_file(l, std::string(what) + " holds " + std::to_string(count) + " values for shape " +
-                             shape_str(found));
-    }
-
-    std::vector<float> bias_of(const LayerSpec& l, int n) const {
-        if (l.bias.empty() && l.bias_shape.empty()) return std::vector<float>(n, 0.f);
-        check_shape(l, "bias", l.bias_shape, {n}, l.bias.size());
-        return l.bias;
-    }
-
-    const std::string& source_;
+struct Analysis {
+    bool channels_first = false;
+    Shape input;
+    std::vector<Shape> shapes;                   // each layer's output
+    std::vector<std::vector<WeightSlot>> slots;  // each layer's weights
+    std::vector<int64_t> params;                 // each layer's weight values
 };
+
+[[noreturn]] void fail_layer(const std::string& source, const LayerSpec& l, const std::string& what, bool file) {
+    const std::string msg = source + ": layer '" + l.name + "' (" + l.keras_class + "): " + what;
+    if (file) throw ModelFileError(msg);
+    throw UnsupportedModelError(msg);
+}
+
+void check_output(const LayerContext& c, const Shape& s) {
+    const Dims d = s.d;
+    if (d.h < 1 || d.w < 1 || d.c < 1) c.fail_file("output shape " + s.str() + " is empty");
+    if (d.size() > limits::kActivation)
+        c.fail_file("output shape " + s.str() + " has more than " + std::to_string(limits::kActivation) + " values");
+    if (s.rank == 3 && (d.h > limits::kDim || d.w > limits::kDim || d.c > limits::kChannels))
+        c.fail_file("output shape " + s.str() + " exceeds the limits (" + std::to_string(limits::kDim) + " pixels, " +
+                    std::to_string(limits::kChannels) + " channels)");
+}
+
+void check_weights(const LayerContext& c, const std::vector<WeightSlot>& slots) {
+    const LayerSpec& l = c.l;
+    for (const auto& w : l.weights) {
+        const auto it = std::find_if(slots.begin(), slots.end(), [&](const WeightSlot& s) { return s.name == w.first; });
+        if (it == slots.end()) c.fail_file("has a weight '" + w.first + "' that a " + l.kind + " layer does not take");
+    }
+    for (const WeightSlot& s : slots) {
+        const Tensor* t = l.weight(s.name);
+        if (!t) {
+            if (s.ignored) continue;
+            c.fail_file("weight '" + s.name + "' is missing (expected shape " + shape_str(s.shape) + ")");
+        }
+        int64_t want = 1, have = 1;
+        for (auto v : s.shape) want *= v;
+        for (auto v : t->shape) have *= v;
+        // count_only: any shape of that many values, or one value for all (broadcast).
+        if (s.count_only ? have != want && have != 1 : t->shape != s.shape)
+            c.fail_file("weight '" + s.name + "' has shape " + shape_str(t->shape) + ", expected " + shape_str(s.shape));
+        if (int64_t(t->data.size()) != have)
+            c.fail_file("weight '" + s.name + "' holds " + std::to_string(t->data.size()) + " values for shape " +
+                        shape_str(t->shape));
+        if (!s.ignored)
+            for (float v : t->data)
+                if (!std::isfinite(v)) c.fail_file("weight '" + s.name + "' contains NaN or infinite values");
+    }
+}
+
+Analysis analyze(const std::vector<LayerSpec>& layers, const std::vector<int64_t>& input, const std::string& source,
+                 bool with_weights) {
+    Analysis a;
+    if (layers.empty()) throw UnsupportedModelError(source + ": the model has no layers");
+    if (int(layers.size()) > limits::kLayers)
+        throw ModelFileError(source + ": " + std::to_string(layers.size()) + " layers (at most " +
+                             std::to_string(limits::kLayers) + ")");
+
+    // One data format for the model: its spatial layers' (mixed formats are refused).
+    const LayerSpec* format_layer = nullptr;
+    for (const LayerSpec& l : layers) {
+        const LayerRule* r = find_layer_rule(l.kind);
+        if (!r || !r->spatial || l.data_format.empty()) continue;
+        if (l.data_format != "channels_last" && l.data_format != "channels_first")
+            fail_layer(source, l, "unknown data_format '" + l.data_format + "'", true);
+        if (!format_layer) {
+            format_layer = &l;
+            a.channels_first = l.data_format == "channels_first";
+        } else if (l.data_format != format_layer->data_format) {
+            fail_layer(source, l,
+                       "data_format '" + l.data_format + "' differs from '" + format_layer->data_format +
+                           "' of layer '" + format_layer->name + "'; mixed data formats are not supported",
+                       false);
+        }
+    }
+
+    // The input, as Keras declares it per sample.
+    std::vector<int64_t> k = input;
+    if (k.empty() || k.size() > 3)
+        throw UnsupportedModelError(source + ": input shape " + shape_str(k) +
+                                    " is not supported (a vector, a (height, width) array or an image)");
+    int64_t total = 1;
+    for (auto v : k) {
+        if (v < 1 || v > limits::kActivation)
+            throw ModelFileError(source + ": input shape " + shape_str(k) + " is out of range");
+        total *= v;
+    }
+    if (total > limits::kActivation)
+        throw ModelFileError(source + ": input shape " + shape_str(k) + " has more than " +
+                             std::to_string(limits::kActivation) + " values");
+    Dims d;
+    if (k.size() == 1) d = {1, 1, int(k[0])};
+    if (k.size() == 2) d = {1, int(k[0]), int(k[1])};
+    if (k.size() == 3)
+        d = a.channels_first ? Dims{int(k[1]), int(k[2]), int(k[0])} : Dims{int(k[0]), int(k[1]), int(k[2])};
+    a.input = Shape{int(k.size()), d, k.size() == 3 && a.channels_first};
+    if (a.input.rank == 3 && (d.h > limits::kDim || d.w > limits::kDim || d.c > limits::kChannels))
+        throw ModelFileError(source + ": input shape " + a.input.str() + " exceeds the limits (" +
+                             std::to_string(limits::kDim) + " pixels, " + std::to_string(limits::kChannels) +
+                             " channels)");
+
+    std::vector<int> uses(layers.size(), 0);
+    int64_t params = 0;
+    for (size_t i = 0; i < layers.size(); ++i) {
+        const LayerSpec& l = layers[i];
+        const LayerRule* rule = find_layer_rule(l.kind);
+        if (!rule) fail_layer(source, l, "layer kind '" + l.kind + "' is not supported", false);
+        const int n = int(l.inputs.size());
+        if (n < rule->min_inputs || n > rule->max_inputs)
+            fail_layer(source, l,
+                       "takes " + (rule->min_inputs == rule->max_inputs ? std::to_string(rule->min_inputs)
+                                                                        : std::to_string(rule->min_inputs) + " to " +
+                                                                              std::to_string(rule->max_inputs)) +
+                           " inputs, got " + std::to_string(n),
+                       true);
+        std::vector<Shape> in;
+        for (int j : l.inputs) {
+            if (j < -1 || j >= int(i))
+                fail_layer(source, l, "reads layer #" + std::to_string(j) + ", which does not come before it", true);
+            in.push_back(j < 0 ? a.input : a.shapes[j]);
+            if (j >= 0) ++uses[j];
+        }
+        const LayerContext c{l, in, a.channels_first, source};
+        std::vector<WeightSlot> slots;
+        const Shape out = rule->infer(c, slots);
+        check_output(c, out);
+        int64_t p = 0;
+        if (with_weights) {
+            check_weights(c, slots);
+            for (const auto& w : l.weights) p += int64_t(w.second.data.size());
+        } else {
+            for (const auto& s : slots) {
+                int64_t v = 1;
+                for (auto e : s.shape) v *= e;
+                p += v;
+            }
+        }
+        params += p;
+        if (params > limits::kParams)
+            fail_layer(source, l, "the model has more than " + std::to_string(limits::kParams) + " parameters", true);
+        a.shapes.push_back(out);
+        a.slots.push_back(std::move(slots));
+        a.params.push_back(p);
+    }
+    for (size_t i = 0; i + 1 < layers.size(); ++i)
+        if (!uses[i])
+            fail_layer(source, layers[i],
+                       "its output is not used by the last layer; only models with one output are supported", false);
+    return a;
+}
+
+// ------------------------------------------------------------------ passes over the steps
+
+// The lowered steps as a graph that passes rewrite: a dead step is skipped, its
+// readers redirected to another value.
+struct StepGraph {
+    std::vector<Step>& steps;
+    std::vector<char> dead;
+    int output;
+
+    StepGraph(std::vector<Step>& s, int out) : steps(s), dead(s.size(), 0), output(out) {}
+
+    // Live steps reading v, and whether v is the network's output.
+    std::vector<int> readers(int v) const {
+        std::vector<int> r;
+        for (size_t i = 0; i < steps.size(); ++i)
+            if (!dead[i] && std::count(steps[i].inputs.begin(), steps[i].inputs.end(), v)) r.push_back(int(i));
+        return r;
+    }
+    // The one step that reads v, when v has one reader and is not the output; else -1.
+    int sole_reader(int v) const {
+        if (v < 0 || v == output) return -1;
+        const auto r = readers(v);
+        return r.size() == 1 && std::count(steps[r[0]].inputs.begin(), steps[r[0]].inputs.end(), v) == 1 ? r[0] : -1;
+    }
+    void replace(int from, int to) {
+        for (size_t i = 0; i < steps.size(); ++i)
+            if (!dead[i])
+                for (int& v : steps[i].inputs)
+                    if (v == from) v = to;
+        if (output == from) output = to;
+        dead[from] = 1;
+    }
+    Dims dims_of(int v, Dims input) const { return v < 0 ? input : steps[v].out; }
+};
+
+void join_names(std::string& into, const std::string& before, const std::string& after) {
+    into = before + "+" + after;
+}
+
+bool weighted(const Step& s) { return s.op == OpKind::conv2d || s.op == OpKind::dense; }
+
+// Per output channel: w[..][o] *= scale[o]; bias[o] = bias[o] * scale[o] + shift[o].
+void fold_affine_after(Step& s, const Step& a) {
+    const size_t co = size_t(s.out.c);
+    for (size_t i = 0; i < s.weights.size(); ++i) s.weights[i] *= a.scale[i % co];
+    for (size_t o = 0; o < co; ++o) s.bias[o] = s.bias[o] * a.scale[o] + a.shift[o];
+}
+
+// x -> x * scale[c] + shift[c] before s: per input channel, w *= scale, bias += sum(w * shift).
+void fold_affine_before(Step& s, const Step& a) {
+    const size_t co = size_t(s.out.c), ci = size_t(a.out.c);
+    const size_t rows = s.weights.size() / co;
+    for (size_t r = 0; r < rows; ++r) {
+        const size_t ch = r % ci;
+        for (size_t o = 0; o < co; ++o) {
+            float& w = s.weights[r * co + o];
+            s.bias[o] += w * a.shift[ch];
+            w *= a.scale[ch];
+        }
+    }
+}
+
+bool all_zero(const std::vector<float>& v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return x == 0.f; });
+}
+
+// One round of every rewrite; returns whether anything changed.
+bool rewrite(StepGraph& g, Dims input) {
+    bool changed = false;
+    auto& steps = g.steps;
+    for (int i = 0; i < int(steps.size()); ++i) {
+        if (g.dead[i]) continue;
+        Step& s = steps[i];
+        const int src = s.inputs.empty() ? -1 : s.inputs[0];
+
+        // ZeroPadding2D before a convolution: zeros either way, the conv pads itself.
+        if (s.op == OpKind::pad2d && s.pad.top >= 0 && s.pad.bottom >= 0 && s.pad.left >= 0 && s.pad.right >= 0) {
+            const int r = g.sole_reader(i);
+            if (r >= 0 && steps[r].op == OpKind::conv2d) {
+                Step& c = steps[r];
+                c.pad.top += s.pad.top, c.pad.bottom += s.pad.bottom, c.pad.left += s.pad.left, c.pad.right += s.pad.right;
+                c.in = s.in;
+                join_names(c.layers, s.layers, c.layers);
+                g.replace(i, src);
+                changed = true;
+                continue;
+            }
+        }
+        // A batch norm (or any per-channel affine) after a linear conv or dense: into its weights.
+        if (s.op == OpKind::affine && src >= 0 && weighted(steps[src]) && steps[src].act.linear() &&
+            g.sole_reader(src) == i) {
+            fold_affine_after(steps[src], s);
+            join_names(steps[src].layers, steps[src].layers, s.layers);
+            g.replace(i, src);
+            changed = true;
+            continue;
+        }
+        // Two affine steps in a row: one.
+        if (s.op == OpKind::affine && src >= 0 && steps[src].op == OpKind::affine && g.sole_reader(src) == i) {
+            Step& a = steps[src];
+            for (size_t c = 0; c < s.scale.size(); ++c) {
+                a.shift[c] = a.shift[c] * s.scale[c] + s.shift[c];
+                a.scale[c] *= s.scale[c];
+            }
+            join_names(a.layers, a.layers, s.layers);
+            g.replace(i, src);
+            changed = true;
+            continue;
+        }
+        // An activation after a linear conv or dense: applied by that step.
+        if (s.op == OpKind::activation && src >= 0 && weighted(steps[src]) && steps[src].act.linear() &&
+            g.sole_reader(src) == i) {
+            Step& p = steps[src];
+            p.act = s.act;
+            const std::string& n = p.layers;
+            if (!(n.size() >= s.layers.size() && n.compare(n.size() - s.layers.size(), s.layers.size(), s.layers) == 0))
+                join_names(p.layers, p.layers, s.layers);
+            g.replace(i, src);
+            changed = true;
+            continue;
+        }
+        // A Flatten (and the permute that orders it) before a dense layer: the dense
+        // step reads the spatial tensor and its rows are reordered once.
+        if (s.op == OpKind::dense && s.in.h == 1 && s.in.w == 1 && src >= 0 && g.sole_reader(src) == i) {
+            const Step& r = steps[src];
+            if (r.op == OpKind::reshape) {
+                s.in = r.in;
+                s.inputs = r.inputs;
+                join_names(s.layers, r.layers, s.layers);
+                g.replace(src, s.inputs[0]);
+                changed = true;
+                continue;
+            }
+        }
+        if (s.op == OpKind::dense && src >= 0 && steps[src].op == OpKind::permute && g.sole_reader(src) == i &&
+            s.in == steps[src].out) {
+            const Step& p = steps[src];
+            s.weights = dense_rows_unpermute(s.weights, p.in, p.perm, s.out.c);
+            s.in = p.in;
+            s.inputs = p.inputs;
+            join_names(s.layers, p.layers, s.layers);
+            g.replace(src, s.inputs[0]);
+            changed = true;
+            continue;
+        }
+        // A per-channel affine (Rescaling, Normalization, a batch norm) right before a
+        // conv or dense: into its weights, where exact (a padded conv would see the
+        // shifted value of its zero padding).
+        if (s.op == OpKind::affine) {
+            const int r = g.sole_reader(i);
+            if (r >= 0 && steps[r].inputs.size() == 1) {
+                Step& c = steps[r];
+                const bool exact = c.op == OpKind::dense || (c.op == OpKind::conv2d && c.groups == 1 &&
+                                                             (!c.pad.any() || all_zero(s.shift)));
+                if (exact && c.in == s.out) {
+                    fold_affine_before(c, s);
+                    join_names(c.layers, s.layers, c.layers);
+                    g.replace(i, src);
+                    changed = true;
+                    continue;
+                }
+            }
+        }
+        // A reshape that changes nothing, or one right after another.
+        if (s.op == OpKind::reshape && s.in == s.out) {
+            g.replace(i, src);
+            changed = true;
+            continue;
+        }
+        if (s.op == OpKind::reshape && src >= 0 && steps[src].op == OpKind::reshape && g.sole_reader(src) == i) {
+            s.inputs = steps[src].inputs;
+            s.in = steps[src].in;
+            join_names(s.layers, steps[src].layers, s.layers);
+            g.replace(src, s.inputs[0]);
+            changed = true;
+            continue;
+        }
+    }
+    (void)input;
+    return changed;
+}
 
 }  // namespace
 
-Network::Network(const std::vector<LayerSpec>& layers, Dims input, DataFormat format, std::string source,
-                 bool classifier)
-    : input_(input), format_(format), source_(std::move(source)) {
-    Builder b(source_);
-    if (input.h < 1 || input.w < 1 || input.c < 1 || input.h > kMaxExtent || input.w > kMaxExtent ||
-        input.c > kMaxExtent || input.size() > kMaxTensor)
-        throw ModelFileError(source_ + ": input shape " + dims_str(input, false) + " is out of range");
+std::vector<std::vector<WeightSlot>> Network::expected_weights(const std::vector<LayerSpec>& layers,
+                                                               const std::vector<int64_t>& input,
+                                                               const std::string& source) {
+    return analyze(layers, input, source, false).slots;
+}
 
-    Dims cur = input;
-    bool flat = false;
-    Pads pending_zero_pad;            // a ZeroPadding2D waiting to be folded into the next conv
-    std::string pending_zero_pad_name;
-    // The shape a Flatten saw and its row order, until the Dense that reads it.
-    bool flattened = false;
-    Dims flattened_dims;
-    FlattenOrder flattened_order = FlattenOrder::hwc;
+Network::Network(std::vector<LayerSpec> layers, const std::vector<int64_t>& input, std::string source)
+    : source_(std::move(source)) {
+    const Analysis a = analyze(layers, input, source_, true);
+    input_ = a.input;
+    output_ = a.shapes.back();
+    channels_first_ = a.channels_first;
 
-    // Fuse an activation into the step that produced its input when that step has none.
-    auto emit_activation = [&](Act act, const std::string& name) {
-        if (act == Act::linear) return;
-        if (act == Act::softmax) {
-            steps_.push_back(make_step(OpKind::softmax, cur, cur));
-        } else if (!steps_.empty() && (steps_.back().op == OpKind::conv2d || steps_.back().op == OpKind::dense) &&
-                   steps_.back().act == Act::linear && steps_.back().out == cur) {
-            steps_.back().act = act;
-            if (name != steps_.back().layers) steps_.back().layers += "+" + name;  // a separate Activation layer
-            return;
-        } else {
-            Step s = make_step(OpKind::activation, cur, cur);
-            s.act = act;
-            steps_.push_back(std::move(s));
-        }
-        steps_.back().layers = name;
-    };
-
+    // Lower every layer; value_of[i]: the step whose output is layer i's.
+    std::vector<int> value_of(layers.size(), -1);
     for (size_t i = 0; i < layers.size(); ++i) {
         const LayerSpec& l = layers[i];
-        const bool spatial_op = l.kind == LayerKind::conv2d || l.kind == LayerKind::max_pool2d ||
-                                l.kind == LayerKind::avg_pool2d || l.kind == LayerKind::zero_pad2d ||
-                                l.kind == LayerKind::flatten;
-        if (spatial_op && flat) b.fail_unsupported(l, "needs an image-shaped input, got a flat vector");
-        if (l.kind != LayerKind::dense && l.kind != LayerKind::conv2d && (!l.weights.empty() || !l.bias.empty()))
-            b.fail_file(l, "has weights, but a " + std::string(to_string(l.kind)) + " layer takes none");
-        int64_t params = 0;
-
-        switch (l.kind) {
-            case LayerKind::conv2d: {
-                b.check_extent(l, "kernel height", l.kernel[0]);
-                b.check_extent(l, "kernel width", l.kernel[1]);
-                b.check_extent(l, "stride", l.strides[0]);
-                b.check_extent(l, "stride", l.strides[1]);
-                b.check_extent(l, "filters", l.filters);
-                const int ph = cur.h + pending_zero_pad.top + pending_zero_pad.bottom;
-                const int pw = cur.w + pending_zero_pad.left + pending_zero_pad.right;
-                Step s = make_step(OpKind::conv2d, cur, Dims{0, 0, l.filters});
-                s.kh = l.kernel[0], s.kw = l.kernel[1], s.sh = l.strides[0], s.sw = l.strides[1];
-                s.pad = pending_zero_pad;
-                if (l.same_padding) {
-                    auto y = same_padding(ph, s.kh, s.sh), x = same_padding(pw, s.kw, s.sw);
-                    s.out.h = y.out, s.out.w = x.out;
-                    s.pad.top += y.before, s.pad.bottom += y.after, s.pad.left += x.before, s.pad.right += x.after;
-                } else {
-                    if (ph < s.kh || pw < s.kw)
-                        b.fail_file(l, "kernel " + std::to_string(s.kh) + "x" + std::to_string(s.kw) +
-                                           " is larger than its input " + dims_str(cur, false));
-                    s.out.h = (ph - s.kh) / s.sh + 1, s.out.w = (pw - s.kw) / s.sw + 1;
-                }
-                b.check_dims(l, s.out);
-                b.check_shape(l, "kernel", l.weights_shape, {s.kh, s.kw, cur.c, l.filters}, l.weights.size());
-                s.weights = l.weights;
-                s.bias = b.bias_of(l, l.filters);
-                s.layers = pending_zero_pad_name.empty() ? l.name : pending_zero_pad_name + "+" + l.name;
-                params = int64_t(l.weights.size() + l.bias.size());
-                cur = s.out;
-                steps_.push_back(std::move(s));
-                pending_zero_pad = {};
-                pending_zero_pad_name.clear();
-                emit_activation(l.activation, l.name);
-                break;
-            }
-            case LayerKind::max_pool2d:
-            case LayerKind::avg_pool2d: {
-                b.check_extent(l, "pool height", l.kernel[0]);
-                b.check_extent(l, "pool width", l.kernel[1]);
-                b.check_extent(l, "stride", l.strides[0]);
-                b.check_extent(l, "stride", l.strides[1]);
-                Step s = make_step(l.kind == LayerKind::max_pool2d ? OpKind::max_pool2d : OpKind::avg_pool2d, cur,
-                       Dims{0, 0, cur.c});
-                s.kh = l.kernel[0], s.kw = l.kernel[1], s.sh = l.strides[0], s.sw = l.strides[1];
-                if (l.same_padding) {
-                    auto y = same_padding(cur.h, s.kh, s.sh), x = same_padding(cur.w, s.kw, s.sw);
-                    s.out.h = y.out, s.out.w = x.out;
-                    s.pad = {y.before, y.after, x.before, x.after};
-                } else {
-                    if (cur.h < s.kh || cur.w < s.kw)
-                        b.fail_file(l, "pool " + std::to_string(s.kh) + "x" + std::to_string(s.kw) +
-                                           " is larger than its input " + dims_str(cur, false));
-                    s.out.h = (cur.h - s.kh) / s.sh + 1, s.out.w = (cur.w - s.kw) / s.sw + 1;
-                }
-                b.check_dims(l, s.out);
-                s.layers = l.name;
-                cur = s.out;
-                steps_.push_back(std::move(s));
-                break;
-            }
-            case LayerKind::zero_pad2d: {
-                for (int p : l.pad)
-                    if (p < 0 || p > kMaxExtent) b.fail_file(l, "padding " + std::to_string(p) + " is out of range");
-                const Pads p{l.pad[0], l.pad[1], l.pad[2], l.pad[3]};
-                Dims out{cur.h + p.top + p.bottom, cur.w + p.left + p.right, cur.c};
-                b.check_dims(l, out);
-                const bool next_is_conv = i + 1 < layers.size() && layers[i + 1].kind == LayerKind::conv2d;
-                if (next_is_conv) {
-                    // Zeros either way: the conv pads its input with them itself.
-                    pending_zero_pad.top += p.top, pending_zero_pad.bottom += p.bottom;
-                    pending_zero_pad.left += p.left, pending_zero_pad.right += p.right;
-                    pending_zero_pad_name += (pending_zero_pad_name.empty() ? "" : "+") + l.name;
-                    summary_.push_back({l.name, l.keras_class, out, false, 0});
-                    // The conv reads the unpadded tensor: keep `cur` as it is.
-                    continue;
-                }
-                Step s = make_step(OpKind::pad2d, cur, out);
-                s.pad = p;
-                s.layers = l.name;
-                cur = out;
-                steps_.push_back(std::move(s));
-                break;
-            }
-            case LayerKind::flatten:
-                flattened = true, flattened_dims = cur, flattened_order = l.flatten_order;
-                cur = Dims{1, 1, int(cur.size())};
-                flat = true;
-                break;
-            case LayerKind::dense: {
-                if (!flat) b.fail_unsupported(l, "Dense on an image-shaped input " + dims_str(cur, false) +
-                                                     " (add a Flatten before it)");
-                b.check_extent(l, "units", l.units);
-                const int in = cur.c;
-                b.check_shape(l, "kernel", l.weights_shape, {in, l.units}, l.weights.size());
-                Step s = make_step(OpKind::dense, cur, Dims{1, 1, l.units});
-                s.weights = l.weights;
-                if (flattened) {
-                    s.in = flattened_dims;
-                    if (flattened_order == FlattenOrder::chw)
-                        s.weights = dense_rows_chw_to_hwc(s.weights, s.in, l.units);
-                    flattened = false;
-                }
-                s.bias = b.bias_of(l, l.units);
-                s.layers = l.name;
-                params = int64_t(l.weights.size() + l.bias.size());
-                cur = s.out;
-                steps_.push_back(std::move(s));
-                emit_activation(l.activation, l.name);
-                break;
-            }
-            case LayerKind::activation:
-                emit_activation(l.activation, l.name);
-                break;
-            case LayerKind::rescaling: {
-                Step s = make_step(OpKind::affine, cur, cur);
-                s.scale = l.scale, s.offset = l.offset;
-                s.layers = l.name;
-                steps_.push_back(std::move(s));
-                break;
-            }
+        std::vector<Shape> in;
+        Lowering low{steps_, {}, {}};
+        for (int j : l.inputs) {
+            in.push_back(j < 0 ? a.input : a.shapes[j]);
+            low.inputs.push_back(j < 0 ? -1 : value_of[j]);
+            low.dims.push_back(in.back().d);
         }
-        summary_.push_back({l.name, l.keras_class, cur, flat, params});
+        const LayerContext c{l, in, a.channels_first, source_};
+        find_layer_rule(l.kind)->lower(c, a.shapes[i], low);
+        value_of[i] = low.result;
+        summary_.push_back({l.name, l.keras_class, a.shapes[i], a.params[i]});
     }
+    // The weights now live in the steps.
+    layers.clear();
 
-    classes_ = int(cur.size());
-    if (steps_.empty())
-        throw UnsupportedModelError(source_ + ": the model computes nothing (no layer with an operation)");
-    if (!classifier) return;
-    const std::string output = source_ + ": the model's output ";
-    if (!flat)
-        throw UnsupportedModelError(output + "is image-shaped " + dims_str(cur, false) +
-                                    "; lenet runs classifiers that end in a vector of class scores");
-    if (steps_.empty() || steps_.back().op != OpKind::softmax) {
-        const Act last = steps_.empty() ? Act::linear : steps_.back().act;
-        if (last != Act::linear)
-            throw UnsupportedModelError(output + "activation is " + std::string(to_string(last)) +
-                                        "; lenet runs classifiers that end in softmax or in logits");
-        steps_.push_back(make_step(OpKind::softmax, cur, cur));
-        steps_.back().layers = "(softmax over logits)";
-        softmax_appended_ = true;
+    StepGraph g(steps_, value_of.back());
+    while (rewrite(g, input_.d)) {
     }
+    if (g.output < 0)
+        throw UnsupportedModelError(source_ + ": the model computes nothing (its output is its input)");
+
+    // Drop the dead steps, renumbering the inputs.
+    std::vector<int> index(steps_.size(), -1);
+    std::vector<Step> live;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+        if (g.dead[i]) continue;
+        Step s = std::move(steps_[i]);
+        for (int& v : s.inputs) v = v < 0 ? -1 : index[v];
+        s.ins.clear();
+        for (int v : s.inputs) s.ins.push_back(v < 0 ? input_.d : live[v].out);
+        s.in = s.ins.at(0);
+        if (s.op != OpKind::merge && s.op != OpKind::concat) s.ins.clear();
+        index[i] = int(live.size());
+        live.push_back(std::move(s));
+    }
+    const int out = index[g.output];
+    steps_ = std::move(live);
+    // The output is the last step's (everything before it feeds it).
+    if (out != int(steps_.size()) - 1 || steps_.back().out != output_.d)
+        throw Error(source_ + ": internal error: the lowered network does not end in its output");
+
+    const Step& last = steps_.back();
+    if (last.op == OpKind::softmax)
+        output_kind_ = OutputKind::softmax;
+    else if ((weighted(last) || last.op == OpKind::activation) && last.act.kind == Act::sigmoid)
+        output_kind_ = OutputKind::sigmoid;
 }
 
 int64_t Network::params() const {
@@ -325,7 +494,7 @@ int64_t Network::params() const {
 int64_t Network::macs() const {
     int64_t n = 0;
     for (const Step& s : steps_) {
-        if (s.op == OpKind::conv2d) n += s.out.size() * s.kh * s.kw * s.in.c;
+        if (s.op == OpKind::conv2d) n += s.out.size() * s.kh * s.kw * (s.in.c / s.groups);
         if (s.op == OpKind::dense) n += s.in.size() * s.out.c;
     }
     return n;

@@ -1,76 +1,117 @@
-// The network: a chain of Keras layers checked by shape inference and lowered,
-// once, to the Steps every backend executes. Nothing here knows about a device.
+// The network: a graph of Keras layers (layer.h) checked by shape inference and
+// lowered, once, to the Steps every backend executes. Nothing here knows about a
+// device. This is the one place that knows what a layer computes and what shape
+// it gives: the Python loader asks it (expected_weights) instead of computing
+// shapes itself.
 //
 // Canonical layouts (what a Step's weights and tensors mean, whatever backend
-// runs them): activations are NHWC per image; conv kernels are HWIO
-// (kh, kw, in, out) as Keras stores them; dense kernels are (in, out) with the
-// input rows in H,W,C order. A backend that wants another layout converts
-// once, when it prepares a Step (see layout.h).
+// runs them): every tensor is Dims {h, w, c} stored H, W, C per image — a flat
+// vector of n values is {1, 1, n}, a Keras (a, b) tensor is {1, a, b}. Conv
+// kernels are HWIO (kh, kw, in / groups, out) as Keras stores them; dense kernels
+// are (in, out) with the input rows in H, W, C order. A channels_first model's
+// (c, h, w) tensors are held as {h, w, c} too: its input is transposed on the
+// way in, and the layers whose meaning depends on memory order (Flatten,
+// Reshape, Permute) get explicit permute steps, folded away where exact. A
+// backend that wants another layout converts once, when it prepares a Step
+// (layout.h).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "layer.h"
+
 namespace lenet {
-
-enum class LayerKind { conv2d, max_pool2d, avg_pool2d, zero_pad2d, flatten, dense, activation, rescaling };
-enum class Act { linear, relu, tanh, sigmoid, softmax };
-enum class FlattenOrder { hwc, chw };
-enum class DataFormat { channels_last, channels_first };
-
-const char* to_string(LayerKind k);
-const char* to_string(Act a);
-
-// One Keras layer as the file loader describes it (python/lenet/spec.py holds
-// the same fields). Weights are in Keras layout.
-struct LayerSpec {
-    LayerKind kind = LayerKind::activation;
-    std::string name;
-    std::string keras_class;
-    std::array<int, 2> kernel{1, 1};   // conv kernel_size or pool_size (h, w)
-    std::array<int, 2> strides{1, 1};
-    bool same_padding = false;         // Keras padding='same' (TensorFlow's asymmetric rule)
-    int filters = 0;
-    int units = 0;
-    Act activation = Act::linear;
-    std::array<int, 4> pad{0, 0, 0, 0};  // zero_pad2d: top, bottom, left, right
-    float scale = 1.f, offset = 0.f;     // rescaling
-    FlattenOrder flatten_order = FlattenOrder::hwc;
-    std::vector<float> weights;
-    std::vector<int64_t> weights_shape;
-    std::vector<float> bias;           // empty when the layer has no bias
-    std::vector<int64_t> bias_shape;
-};
 
 struct Dims {
     int h = 1, w = 1, c = 1;
     int64_t size() const { return int64_t(h) * w * c; }
     bool operator==(const Dims& o) const { return h == o.h && w == o.w && c == o.c; }
+    bool operator!=(const Dims& o) const { return !(*this == o); }
 };
 
 struct Pads {
     int top = 0, bottom = 0, left = 0, right = 0;
+    bool any() const { return top || bottom || left || right; }
 };
 
-enum class OpKind { conv2d, max_pool2d, avg_pool2d, pad2d, dense, affine, activation, softmax };
+// A tensor as Keras sees it, per sample: rank 1, 2 or 3, and its canonical Dims.
+// `chw`: a rank-3 tensor of a channels_first model, which Keras sees as (c, h, w).
+struct Shape {
+    int rank = 3;
+    Dims d;
+    bool chw = false;
+    std::vector<int64_t> keras() const;
+    std::string str() const;  // Keras' view, e.g. "(28, 28, 1)"
+};
+
+// Element-wise activations (softmax is its own op). Parameters: relu: alpha =
+// negative slope, max_value, threshold (Keras' ReLU); elu: alpha; hard_sigmoid /
+// hard_swish: clip(alpha * x + beta, 0, 1). The math is in
+// backends/activation_math.h, shared by every backend.
+#define LENET_ACTIVATIONS(X) \
+    X(linear) X(relu) X(elu) X(selu) X(gelu) X(gelu_tanh) X(tanh) X(sigmoid) X(hard_sigmoid) X(hard_swish) X(swish) \
+    X(softplus) X(softsign) X(exponential) X(mish)
+
+enum class Act {
+#define LENET_ENUM_VALUE(n) n,
+    LENET_ACTIVATIONS(LENET_ENUM_VALUE)
+#undef LENET_ENUM_VALUE
+};
+const char* to_string(Act a);
+
+struct Activation {
+    Act kind = Act::linear;
+    float alpha = 0.f, beta = 0.f, max_value = std::numeric_limits<float>::infinity(), threshold = 0.f;
+    bool linear() const { return kind == Act::linear; }
+    // max(x, 0): the form kernels apply in registers (and cuDNN fuses).
+    bool plain_relu() const {
+        return kind == Act::relu && alpha == 0.f && threshold == 0.f && max_value == std::numeric_limits<float>::infinity();
+    }
+    // Never decreasing: it commutes with max pooling (a fused conv + pool may pool first).
+    bool monotonic() const {
+        switch (kind) {
+            case Act::gelu: case Act::gelu_tanh: case Act::swish: case Act::mish: case Act::hard_swish: return false;
+            case Act::relu: case Act::elu: case Act::hard_sigmoid: return alpha >= 0.f;
+            default: return true;
+        }
+    }
+    std::string str() const;
+};
+
+enum class OpKind { conv2d, max_pool2d, avg_pool2d, pad2d, dense, affine, activation, prelu, softmax, resize, reshape,
+                    permute, merge, concat };
 const char* to_string(OpKind k);
 
-// One operation of the lowered network. Pooling pads are "absent" pixels (max
-// ignores them, average divides by the real pixels only); conv and pad2d pads are
-// zeros. For dense, `in` is the tensor as it arrives: right after a Flatten it is
-// still spatial (h, w, c), which tells an NCHW backend how to permute the rows.
+enum class Merge { add, subtract, multiply, average, maximum, minimum };
+
+// One operation of the lowered network, reading the outputs of `inputs` (earlier
+// steps; -1 is the network input). Pooling pads are "absent" pixels (max ignores
+// them, average divides by the real pixels only); conv pads are zeros; pad2d's
+// may be negative (a crop). For dense, `in` is the tensor as it arrives: right
+// after a Flatten it is still spatial (h, w, c), which tells an NCHW backend how
+// to permute the rows.
 struct Step {
     OpKind op = OpKind::activation;
-    Dims in, out;
+    std::vector<int> inputs;
+    Dims in, out;                        // in: the first input
+    std::vector<Dims> ins;               // every input (merge, concat)
     int kh = 1, kw = 1, sh = 1, sw = 1;  // conv / pool window and strides
+    int dh = 1, dw = 1, groups = 1;      // conv dilation and groups
     Pads pad;
-    Act act = Act::linear;               // conv, dense, activation (never softmax: that is its own op)
-    float scale = 1.f, offset = 0.f;     // affine
-    std::vector<float> weights;          // conv HWIO; dense (in, out), rows in H,W,C order
+    Activation act;                      // conv, dense, activation
+    std::vector<float> weights;          // conv HWIO (kh, kw, in / groups, out); dense (in, out), rows H, W, C
     std::vector<float> bias;             // conv, dense: one per output channel (zeros if none)
+    std::vector<float> scale, shift;     // affine: y = x * scale[c] + shift[c]; prelu: scale = alpha, (h, w, c)
+    Merge merge = Merge::add;
+    int axis = 2;                        // concat: 0 = h, 1 = w, 2 = c
+    std::array<int, 3> perm{0, 1, 2};    // permute: output axis i is input axis perm[i] (0 h, 1 w, 2 c)
+    bool nearest = false;                // resize: nearest instead of bilinear (pad: the crop, if any)
     std::string layers;                  // the Keras layers this step implements, for summary()
+    bool depthwise() const { return op == OpKind::conv2d && groups > 1 && groups == in.c && out.c % groups == 0; }
 };
 
 // Shape of 'same' padding in TensorFlow: out = ceil(in / s), the extra pixel of an
@@ -80,31 +121,38 @@ struct SamePadding {
 };
 SamePadding same_padding(int in, int kernel, int stride);
 
+// What the model's outputs are, for turning them into probabilities.
+enum class OutputKind { softmax, sigmoid, scores };
+
 // A checked, lowered network. Immutable once built; shared by every plan.
 class Network {
 public:
-    // Checks every shape (throws ModelFileError naming the layer and `source`),
-    // rejects what the engine cannot run (UnsupportedModelError), converts
-    // weights to canonical layouts and fuses activations into their producers.
-    // `classifier`: the output must be a vector of class scores, and a softmax is
-    // appended to logits. Off, the network outputs whatever its last layer gives
-    // (tests run single ops that way).
-    Network(const std::vector<LayerSpec>& layers, Dims input, DataFormat format, std::string source,
-            bool classifier = true);
+    // Checks the graph and every shape (throws ModelFileError naming the layer and
+    // `source`), rejects what the engine cannot run (UnsupportedModelError),
+    // converts weights to canonical layouts, folds batch norms and fuses
+    // activations into their producers. `input`: Keras' per-sample input shape.
+    // The output is the last layer's.
+    Network(std::vector<LayerSpec> layers, const std::vector<int64_t>& input, std::string source);
+
+    // The weights each layer expects (name, Keras shape), without building
+    // anything: what the loader reads from the file.
+    static std::vector<std::vector<WeightSlot>> expected_weights(const std::vector<LayerSpec>& layers,
+                                                                 const std::vector<int64_t>& input,
+                                                                 const std::string& source);
 
     const std::vector<Step>& steps() const { return steps_; }
-    Dims input() const { return input_; }
-    DataFormat input_format() const { return format_; }
-    // Values per image in the output: the number of classes for a classifier.
-    int classes() const { return classes_; }
+    const Shape& input() const { return input_; }
+    const Shape& output() const { return output_; }
+    // Values per image in the output.
+    int64_t output_size() const { return output_.d.size(); }
+    OutputKind output_kind() const { return output_kind_; }
+    // The model's data format: its convolutions' and poolings' (channels_last without any).
+    bool channels_first() const { return channels_first_; }
     const std::string& source() const { return source_; }
-    // True when the file's model ends in logits and the engine appended the softmax.
-    bool softmax_appended() const { return softmax_appended_; }
 
     struct LayerSummary {
         std::string name, keras_class;
-        Dims out;
-        bool flat;
+        Shape out;
         int64_t params;
     };
     // One row per Keras layer of the file, with its output shape and parameter count.
@@ -117,11 +165,10 @@ public:
 private:
     std::vector<Step> steps_;
     std::vector<LayerSummary> summary_;
-    Dims input_;
-    DataFormat format_;
-    int classes_ = 0;
+    Shape input_, output_;
+    OutputKind output_kind_ = OutputKind::scores;
+    bool channels_first_ = false;
     std::string source_;
-    bool softmax_appended_ = false;
 };
 
 }  // namespace lenet

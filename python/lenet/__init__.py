@@ -11,7 +11,7 @@ from ._native import _core
 from .engine import (DEFAULT_MODEL, Engine, Model, Number, Result, cuda_available, cuda_built, default_threads,
                      infer, load, read_number)
 from .errors import CudaError, Error, InputError, ModelError, ModelFileError, UnsupportedModelError
-from .model_file import SHIPPED_MODELS, shipped_weights
+from .keras import SHIPPED_MODELS, shipped_weights
 
 __version__ = _core.__version__
 

@@ -14,7 +14,7 @@ import numpy as np
 from . import _native
 from ._native import _core
 from .errors import CudaError, InputError
-from .model_file import SHIPPED_MODELS, load_spec, shipped_weights
+from .keras import SHIPPED_MODELS, read_model, shipped_weights
 from .preprocess import Batch, number_batch, to_batch
 from .spec import ModelSpec
 
@@ -27,7 +27,12 @@ DEFAULT_INPUT_SCALE = 1.0 / 255.0
 
 @dataclass(frozen=True)
 class Result:
-    """One classified image."""
+    """One classified image.
+
+    ``probabilities`` is a distribution over the classes, whatever the model ends
+    in: a softmax's outputs as they are; sigmoid outputs (one per class) divided by
+    their sum; anything else (logits, ReLU outputs) through a softmax. ``predict``
+    gives the model's own outputs."""
 
     digit: int                  # the most probable class
     probabilities: np.ndarray   # float32 (classes,), sums to 1
@@ -89,25 +94,37 @@ class Model:
 
     def __init__(self, spec: ModelSpec):
         self.spec = spec
-        self._network = _core.Network(_to_core_layers(spec), spec.input_shape,
-                                       getattr(_core.DataFormat, spec.data_format), spec.source)
+        self._network = _core.Network(spec.layers, list(spec.input_shape), spec.source)
+        self._image_shape = _image_shape(spec, self._network)
 
     @property
     def source(self) -> str:
         return self.spec.source
 
     @property
-    def input_shape(self) -> tuple[int, int, int]:
-        """(H, W, C) of one image, whatever the data format."""
-        return tuple(self.spec.input_shape)
+    def input_shape(self) -> tuple:
+        """The model's input shape as Keras gives it: (None, 28, 28, 1), (None, 784), ..."""
+        return (None,) + tuple(self._network.input_shape)
+
+    @property
+    def output_shape(self) -> tuple:
+        """The model's output shape as Keras gives it: (None, 10), ..."""
+        return (None,) + tuple(self._network.output_shape)
+
+    @property
+    def image_shape(self) -> Optional[tuple[int, int, int]]:
+        """(height, width, channels) of the images ``infer`` feeds the model; None when
+        the input does not say (a flat input whose length is not a square)."""
+        return self._image_shape
 
     @property
     def channels_first(self) -> bool:
-        return self.spec.data_format == "channels_first"
+        return bool(self._network.channels_first)
 
     @property
     def classes(self) -> int:
-        return self._network.classes
+        """Values per image in the output."""
+        return int(self._network.output_size)
 
     @property
     def macs(self) -> int:
@@ -117,50 +134,49 @@ class Model:
     @property
     def input_scale(self) -> float:
         """The factor applied to 0..255 pixels before the network: the file's
-        ``lenet_input_scale``, 1.0 when the model starts with a Rescaling layer,
-        else 1/255."""
+        ``lenet_input_scale``, 1.0 when the model starts with a Rescaling or
+        Normalization layer, else 1/255."""
         if self.spec.input_scale is not None:
             return float(self.spec.input_scale)
-        if self.spec.layers and self.spec.layers[0].kind == "rescaling":
+        if any(l.kind in ("rescaling", "normalization") and list(l.inputs) == [-1] for l in self.spec.layers):
             return 1.0
         return DEFAULT_INPUT_SCALE
 
     def summary(self) -> str:
         rows = self._network.layers()
         lines = [f"Model {self.spec.name or '?'} from {self.source}",
-                 f"input {self.input_shape} (H, W, C), {self.spec.data_format}, pixels x {self.input_scale:g}"]
+                 f"input {self.input_shape}{', channels_first' if self.channels_first else ''}, "
+                 f"pixels x {self.input_scale:g}"]
         width = max([len(f"{n} ({c})") for n, c, _, _ in rows] + [10])
-        lines.append(f"{'layer':<{width}}  {'output shape':<16}{'params':>10}")
+        lines.append(f"{'layer':<{width}}  {'output shape':<20}{'params':>10}")
         for name, cls, shape, params in rows:
-            lines.append(f"{name + ' (' + cls + ')':<{width}}  {str(shape):<16}{params:>10,}")
+            lines.append(f"{name + ' (' + cls + ')':<{width}}  {str((None,) + tuple(shape)):<20}{params:>10,}")
         lines.append(f"total parameters: {self._network.params:,}")
-        if self._network.softmax_appended:
-            lines.append("the model outputs logits: the engine applies softmax")
+        kind = self._network.output_kind
+        if kind != "softmax" and len(self.output_shape) == 2:
+            lines.append("outputs: " + ("sigmoids; probabilities are them divided by their sum" if kind == "sigmoid"
+                                        else "scores (logits); probabilities are their softmax"))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
         return f"Model({self.spec.name!r}, source={self.source!r}, input={self.input_shape}, classes={self.classes})"
 
 
-def _to_core_layers(spec: ModelSpec) -> list:
-    out = []
-    for l in spec.layers:
-        c = _core.LayerSpec()
-        c.kind = getattr(_core.LayerKind, l.kind)
-        c.name, c.keras_class = l.name, l.keras_class
-        c.kernel, c.strides = tuple(l.kernel), tuple(l.strides)
-        c.same_padding = l.padding == "same"
-        c.filters, c.units = int(l.filters), int(l.units)
-        c.activation = getattr(_core.Act, l.activation)
-        c.pad = tuple(l.pad)
-        c.scale, c.offset = float(l.scale), float(l.offset)
-        c.flatten_order = getattr(_core.FlattenOrder, l.flatten_order)
-        if l.weights is not None:
-            c.set_weights(l.weights)
-        if l.bias is not None:
-            c.set_bias(l.bias)
-        out.append(c)
-    return out
+def _image_shape(spec: ModelSpec, network: Any) -> Optional[tuple[int, int, int]]:
+    """What image the model's input holds: an image input as it is; (h, w) as one
+    channel; a flat input reshaped into an image by its first layer, or square."""
+    shape = tuple(network.input_shape)
+    if len(shape) == 3:
+        return (shape[1], shape[2], shape[0]) if network.channels_first else shape
+    if len(shape) == 2:
+        return (shape[0], shape[1], 1)
+    first = next((l for l in spec.layers if list(l.inputs) == [-1]), None)
+    if first is not None and first.kind == "reshape" and len(first.target_shape) in (2, 3) and \
+            -1 not in first.target_shape:
+        t = tuple(first.target_shape)
+        return (t[0], t[1], 1) if len(t) == 2 else ((t[1], t[2], t[0]) if network.channels_first else t)
+    side = int(round(shape[0] ** 0.5))
+    return (side, side, 1) if side * side == shape[0] else None
 
 
 def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None) -> Model:
@@ -175,7 +191,7 @@ def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None)
         path = DEFAULT_MODEL
     if isinstance(path, str) and path in SHIPPED_MODELS and not Path(path).exists():
         path = shipped_weights(path)
-    return Model(load_spec(path, arch=arch))
+    return Model(read_model(path, arch=arch))
 
 
 # --- devices -----------------------------------------------------------------
@@ -278,25 +294,51 @@ class Engine:
         """Layers, output shapes and parameter counts, and the device."""
         return self.model.summary() + f"\ndevice: {self._executor.description}"
 
-    def predict_proba(self, x: np.ndarray) -> np.ndarray:
-        """Probabilities (n, classes) for a float32 batch already in the model's
-        input layout and scale: (n, H, W, C), or (n, C, H, W) for a channels_first
-        model. A single image without the batch axis is accepted too."""
-        if type(x) is np.ndarray and x.dtype == np.float32 and x.ndim == 4 and x.flags.c_contiguous:
-            return self._executor.run(x)  # the common case: the core checks the shape
+    @property
+    def input_shape(self) -> tuple:
+        """The model's input shape as Keras gives it: (None, 28, 28, 1), (None, 784), ..."""
+        return self.model.input_shape
+
+    @property
+    def output_shape(self) -> tuple:
+        return self.model.output_shape
+
+    def predict(self, x: Any, batch_size: Optional[int] = None) -> np.ndarray:
+        """The model's outputs for a batch in its own input shape (``input_shape``),
+        as Keras' ``model.predict(x)`` gives them: probabilities from a softmax,
+        logits from a linear layer, sigmoids from a sigmoid. ``batch_size``: images
+        per call to the engine (all at once by default; the result is the same)."""
+        return self._run(x, "raw", batch_size, "predict")
+
+    def predict_proba(self, x: Any, batch_size: Optional[int] = None) -> np.ndarray:
+        """A distribution over the classes per input (see ``Result``): ``predict``'s
+        outputs when the model ends in a softmax. A single input without the batch
+        axis is accepted too."""
+        return self._run(x, "probabilities", batch_size, "predict_proba")
+
+    def _run(self, x: Any, output: str, batch_size: Optional[int], what: str) -> np.ndarray:
+        if type(x) is np.ndarray and x.dtype == np.float32 and x.flags.c_contiguous and batch_size is None and \
+                x.ndim == len(self.input_shape):
+            return self._executor.run(x, output)  # the common case: the core checks the shape
         if not isinstance(x, np.ndarray):
-            raise InputError(f"predict_proba takes a NumPy array, got {type(x).__name__}")
+            raise InputError(f"{what} takes a NumPy array, got {type(x).__name__}")
         if x.dtype.kind not in "fiu" or x.dtype == np.bool_:
-            raise InputError(f"predict_proba takes a float32 array, got dtype {x.dtype}")
-        h, w, c = self.model.input_shape
-        image = (c, h, w) if self.model.channels_first else (h, w, c)
-        if x.shape == image:
+            raise InputError(f"{what} takes a float32 array, got dtype {x.dtype}")
+        sample = tuple(self.input_shape[1:])
+        if what == "predict_proba" and x.shape == sample:
             x = x[None]
-        if x.ndim != 4 or x.shape[1:] != image:   # before any copy: a huge or zero-stride view costs nothing
-            raise InputError(f"predict_proba: expected a float32 array of shape (n, {', '.join(map(str, image))}), "
-                             f"got {x.shape}")
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        return self._executor.run(x)
+        if x.shape[1:] != sample:   # before any copy: a huge or zero-stride view costs nothing
+            raise InputError(f"{what}: expected an array of shape (n, {', '.join(map(str, sample))}) "
+                             f"(the model's input shape {self.input_shape}), got {x.shape}")
+        if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
+                                       or batch_size < 1):
+            raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+        step = batch_size or max(1, len(x))
+        parts = [self._executor.run(np.ascontiguousarray(x[i:i + step], dtype=np.float32), output)
+                 for i in range(0, len(x), step)]
+        if not parts:
+            return self._executor.run(np.zeros((0,) + sample, np.float32), output)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def infer(self, images: Any, mode: str = "auto",
               on_error: Optional[Callable[[InputError], Any]] = None) -> Union[Result, list[Result]]:
@@ -310,20 +352,39 @@ class Engine:
         size with a dark background, "photo" for the rest. ``on_error``: for a list,
         a callable given the InputError of each image that cannot be read or has no
         digit; that image is left out of the results instead of failing the call."""
-        return self._classify(to_batch(images, self.model.input_shape, self.input_scale,
-                                       self.model.channels_first, mode, on_error, self.threads))
+        return self._classify(to_batch(images, self._image_shape(), self.input_scale,
+                                       self._images_channels_first(), mode, on_error, self.threads))
 
     def read_number(self, image: Any) -> Number:
         """Reads a number written left to right in one image (a path, bytes or an
         array): the digits are found and split (broken strokes merged, touching
         digits split where their shape allows) and classified in one batch. Raises
         InputError when there is no digit."""
-        batch, boxes, source = number_batch(image, self.model.input_shape, self.input_scale,
-                                            self.model.channels_first, self._executor.run)
+        batch, boxes, source = number_batch(image, self._image_shape(), self.input_scale,
+                                            self._images_channels_first(), self._probabilities)
         return Number(self._classify(batch), boxes, source)
 
+    def _image_shape(self) -> tuple[int, int, int]:
+        shape = self.model.image_shape
+        if shape is None:
+            raise InputError(f"{self.model.source}: the model's input {self.input_shape} is not an image, and its "
+                             "length is not a square: lenet cannot tell what size to draw images at; give it "
+                             "arrays with predict()")
+        if self.model.output_shape[1:] and len(self.model.output_shape) != 2:
+            raise InputError(f"{self.model.source}: the model's output {self.model.output_shape} is not a vector "
+                             "of class scores; predict() gives it")
+        return shape
+
+    def _images_channels_first(self) -> bool:
+        return len(self.input_shape) == 4 and self.model.channels_first
+
+    def _probabilities(self, x: np.ndarray) -> np.ndarray:
+        """Probabilities for a batch of images as preprocess gives them (n, H, W, C), or
+        (n, C, H, W) for a channels_first model: reshaped to the model's input."""
+        return self._executor.run(x.reshape((len(x),) + tuple(self.input_shape[1:])), "probabilities")
+
     def _classify(self, batch: Batch) -> Union[Result, list[Result]]:
-        probs = self._executor.run(batch.x)
+        probs = self._probabilities(batch.x)
         results = [Result(int(np.argmax(p)), p, s, m, _input=row, _scale=self.input_scale)
                    for p, s, m, row in zip(probs, batch.sources, batch.modes, batch.hwc)]
         return results[0] if batch.single else results

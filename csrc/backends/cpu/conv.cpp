@@ -1,7 +1,9 @@
-// Convolutions over NHWC, two ways. Direct (the default): the image is copied
+// Convolutions over NHWC, three ways. Direct (the default): the image is copied
 // into a zero-bordered scratch once and the packed kernel accumulates whole
-// windows in registers (direct_kernels.cpp). BLAS (the reference, and
-// cpu_kernels="blas"): im2col rows times the HWIO kernel matrix on SGEMM.
+// windows in registers (direct_kernels.cpp). Depthwise (one input channel per
+// group): plain loops. BLAS (the reference, cpu_kernels="blas", and every
+// grouped or dilated convolution): im2col rows times the HWIO kernel matrix on
+// SGEMM, one GEMM per group.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -27,14 +29,15 @@ public:
         if (padded_) scratch_.assign(size_t(ph_) * pw_ * s.in.c + (rows_ ? 2 * kLanes + s.kw : 0), 0.f);
     }
 
-    void run(const float* x, float* y, int n, ThreadPool* spare) override {
+    void run(Inputs xs, float* y, int n, ThreadPool* spare) override {
+        const float* x = xs[0];
         const Dims in = s_.in;
         // With the pool fused, only the conv rows and columns it reads are computed.
         const Dims out = pool_ ? pool_->out : s_.out;
         const int oh = pool_ ? 2 * out.h : out.h, ow = pool_ ? 2 * out.w : out.w;
         const size_t row = size_t(in.w) * in.c;
         ConvArgs a{nullptr, ph_,   pw_,     in.c, oh, ow, s_.kh, s_.kw, s_.sh, s_.sw, packed_.w.data(),
-                   s_.weights.data(), packed_.bias.data(), out.c, s_.act, nullptr, out.c, 0, oh, pool_ != nullptr};
+                   s_.weights.data(), packed_.bias.data(), out.c, s_.act.plain_relu(), nullptr, out.c, 0, oh, pool_ != nullptr};
         const auto kernel = rows_ ? table_.conv_rows_pool : table_.conv;
         for (int b = 0; b < n; ++b) {
             const float* image = x + b * in.size();
@@ -48,7 +51,7 @@ public:
             a.y = y + b * out.size();
             conv_split(kernel, a, spare);
         }
-        if (s_.act != Act::relu) apply_activation(s_.act, y, size_t(n) * out.size());
+        if (!s_.act.plain_relu()) apply_activation(s_.act, y, size_t(n) * out.size());
     }
 
 private:
@@ -62,70 +65,111 @@ private:
     AlignedFloats scratch_;
 };
 
+// One input channel per group (DepthwiseConv2D): each output channel o reads input
+// channel o / multiplier over its window.
+class DepthwiseConv2d : public Kernel {
+public:
+    explicit DepthwiseConv2d(const Step& s) : s_(s) {}
+
+    void run(Inputs xs, float* y, int n, ThreadPool*) override {
+        const Dims in = s_.in, out = s_.out;
+        const int co = out.c, mult = co / in.c;
+        const float* w = s_.weights.data();
+        for (int b = 0; b < n; ++b) {
+            const float* image = xs[0] + b * in.size();
+            float* dst = y + b * out.size();
+            for (int oy = 0; oy < out.h; ++oy)
+                for (int ox = 0; ox < out.w; ++ox, dst += co) {
+                    std::memcpy(dst, s_.bias.data(), co * sizeof(float));
+                    for (int ky = 0; ky < s_.kh; ++ky) {
+                        const int iy = oy * s_.sh - s_.pad.top + ky * s_.dh;
+                        if (iy < 0 || iy >= in.h) continue;
+                        for (int kx = 0; kx < s_.kw; ++kx) {
+                            const int ix = ox * s_.sw - s_.pad.left + kx * s_.dw;
+                            if (ix < 0 || ix >= in.w) continue;
+                            const float* px = image + (size_t(iy) * in.w + ix) * in.c;
+                            const float* wk = w + (size_t(ky) * s_.kw + kx) * co;
+                            for (int o = 0; o < co; ++o) dst[o] += px[o / mult] * wk[o];
+                        }
+                    }
+                }
+        }
+        apply_activation(s_.act, y, size_t(n) * out.size());
+    }
+
+private:
+    const Step& s_;
+};
+
 // Rows of the im2col matrix per GEMM call: keeps the patch tile within ~1 MiB (L2).
 constexpr size_t kTileFloats = 1 << 18;
 
 class BlasConv2d : public Kernel {
 public:
-    BlasConv2d(const Step& s, int capacity) : s_(s), k_(s.kh * s.kw * s.in.c) {
-        one_by_one_ = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && s.pad.top == 0 && s.pad.bottom == 0 &&
-                      s.pad.left == 0 && s.pad.right == 0;
+    BlasConv2d(const Step& s, int capacity)
+        : s_(s), cig_(s.in.c / s.groups), cog_(s.out.c / s.groups), k_(s.kh * s.kw * cig_) {
+        one_by_one_ = s.kh == 1 && s.kw == 1 && s.sh == 1 && s.sw == 1 && !s.pad.any() && s.groups == 1;
         const size_t rows = size_t(capacity) * s.out.h * s.out.w;
         tile_rows_ = int(std::min(rows, std::max<size_t>(1, kTileFloats / k_)));
         if (!one_by_one_) patches_.resize(size_t(tile_rows_) * k_);
     }
 
-    void run(const float* x, float* y, int n, ThreadPool*) override {
+    void run(Inputs xs, float* y, int n, ThreadPool*) override {
+        const float* x = xs[0];
         const int co = s_.out.c;
         const int64_t rows = int64_t(n) * s_.out.h * s_.out.w;
         for (int64_t r0 = 0; r0 < rows; r0 += tile_rows_) {
             const int m = int(std::min<int64_t>(tile_rows_, rows - r0));
             float* out = y + r0 * co;
             for (int r = 0; r < m; ++r) std::memcpy(out + size_t(r) * co, s_.bias.data(), co * sizeof(float));
-            const float* a = one_by_one_ ? x + r0 * k_ : patches_.data();
-            if (!one_by_one_) im2col(x, r0, m);
-            blas::sgemm_nn(m, co, k_, a, k_, s_.weights.data(), co, 1.f, out, co);
+            for (int g = 0; g < s_.groups; ++g) {
+                const float* a = one_by_one_ ? x + r0 * k_ : patches_.data();
+                if (!one_by_one_) im2col(x, r0, m, g);
+                blas::sgemm_nn(m, cog_, k_, a, k_, s_.weights.data() + g * cog_, co, 1.f, out + g * cog_, co);
+            }
             apply_activation(s_.act, out, size_t(m) * co);
         }
     }
 
 private:
-    // Patch rows [r0, r0 + m) of the whole batch into patches_.
-    void im2col(const float* x, int64_t r0, int m) {
+    // Patch rows [r0, r0 + m) of the whole batch, the channels of group g, into patches_.
+    void im2col(const float* x, int64_t r0, int m, int g) {
         const Dims in = s_.in, out = s_.out;
-        const int ci = in.c, row_run = s_.kw * ci;
+        const int ci = in.c;
         const int64_t pixels = int64_t(out.h) * out.w;
+        const bool runs = s_.groups == 1 && s_.dw == 1;  // a window row is one contiguous run
         for (int r = 0; r < m; ++r) {
             const int64_t p = r0 + r;
             const int64_t b = p / pixels;
             const int oy = int((p % pixels) / out.w), ox = int(p % out.w);
-            const float* image = x + b * in.size();
+            const float* image = x + b * in.size() + g * cig_;
             float* row = patches_.data() + size_t(r) * k_;
             const int x0 = ox * s_.sw - s_.pad.left;
-            const bool inside_x = x0 >= 0 && x0 + s_.kw <= in.w;
-            for (int ky = 0; ky < s_.kh; ++ky, row += row_run) {
-                const int iy = oy * s_.sh - s_.pad.top + ky;
+            const bool inside_x = x0 >= 0 && x0 + (s_.kw - 1) * s_.dw < in.w;
+            for (int ky = 0; ky < s_.kh; ++ky, row += s_.kw * cig_) {
+                const int iy = oy * s_.sh - s_.pad.top + ky * s_.dh;
                 if (iy < 0 || iy >= in.h) {
-                    std::memset(row, 0, row_run * sizeof(float));
+                    std::memset(row, 0, size_t(s_.kw) * cig_ * sizeof(float));
                     continue;
                 }
                 const float* src = image + (size_t(iy) * in.w) * ci;
-                if (inside_x) {
-                    std::memcpy(row, src + size_t(x0) * ci, row_run * sizeof(float));
+                if (runs && inside_x) {
+                    std::memcpy(row, src + size_t(x0) * ci, size_t(s_.kw) * ci * sizeof(float));
                     continue;
                 }
                 for (int kx = 0; kx < s_.kw; ++kx) {
-                    const int ix = x0 + kx;
+                    const int ix = x0 + kx * s_.dw;
                     if (ix < 0 || ix >= in.w)
-                        std::memset(row + kx * ci, 0, ci * sizeof(float));
+                        std::memset(row + kx * cig_, 0, cig_ * sizeof(float));
                     else
-                        std::memcpy(row + kx * ci, src + size_t(ix) * ci, ci * sizeof(float));
+                        std::memcpy(row + kx * cig_, src + size_t(ix) * ci, cig_ * sizeof(float));
                 }
             }
         }
     }
 
     const Step& s_;
+    const int cig_, cog_;  // input and output channels per group
     const int k_;
     bool one_by_one_;
     int tile_rows_;
@@ -137,6 +181,7 @@ private:
 std::unique_ptr<Kernel> make_conv2d(const Step& s, const KernelTable* table, const PackedWeights* packed,
                                     int capacity) {
     if (table && packed) return std::make_unique<DirectConv2d>(s, nullptr, *table, *packed);
+    if (table && s.depthwise()) return std::make_unique<DepthwiseConv2d>(s);
     return std::make_unique<BlasConv2d>(s, capacity);
 }
 

@@ -46,10 +46,11 @@ public:
     int plan_capacity(int n) const override { return pow2_capacity(n, kMaxBatch); }
     int parallelism() const override { return threads_; }
 
-    // Conv and dense weights packed once for the direct kernels; the BLAS path
-    // reads the Step's canonical weights.
+    // Conv and dense weights packed once for the direct kernels; the BLAS path and
+    // the grouped or dilated convolutions read the Step's canonical weights.
     std::shared_ptr<const StepConstants> prepare(const Step& s) override {
         if (!table_ || (s.op != OpKind::conv2d && s.op != OpKind::dense)) return nullptr;
+        if (s.op == OpKind::conv2d && (s.groups != 1 || s.dh != 1 || s.dw != 1)) return nullptr;
         auto p = std::make_shared<PackedStep>();
         if (s.op == OpKind::conv2d)
             p->packed = pack(s.weights, s.bias, s.kh, s.kw, s.in.c, s.out.c);
@@ -65,17 +66,23 @@ public:
             case OpKind::dense: return make_dense(step, table_, packed);
             case OpKind::max_pool2d:
             case OpKind::avg_pool2d: return make_pool2d(step, *pool_table_);
+            case OpKind::reshape:
+            case OpKind::permute:
+            case OpKind::concat:
+            case OpKind::resize: return make_tensor_op(step);
             default: return make_elementwise(step);
         }
     }
 
     // A direct convolution swallows the 2x2 / 2 max pool that follows it (every
-    // LeNet's pattern): the convolution's output is never written.
+    // LeNet's pattern): the convolution's output is never written. The pool runs
+    // before the activation, exact for a monotonic one.
     std::unique_ptr<Kernel> fused_kernel(const Step& step, const Step& next, const StepConstants* constants,
                                          int) override {
         const bool pool2x2 = next.op == OpKind::max_pool2d && next.kh == 2 && next.kw == 2 && next.sh == 2 &&
                              next.sw == 2 && !next.pad.top && !next.pad.bottom && !next.pad.left && !next.pad.right;
-        if (!table_ || !constants || step.op != OpKind::conv2d || !pool2x2 || next.out.h < 1 || next.out.w < 1)
+        if (!table_ || !constants || step.op != OpKind::conv2d || !pool2x2 || next.out.h < 1 || next.out.w < 1 ||
+            !step.act.monotonic())
             return nullptr;
         return make_conv2d_pool(step, next, *table_, static_cast<const PackedStep*>(constants)->packed);
     }

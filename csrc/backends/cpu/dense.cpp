@@ -16,12 +16,13 @@ public:
     Dense(const Step& s, const KernelTable* table, const PackedWeights* packed)
         : s_(s), in_(int(s.in.size())), out_(s.out.c), table_(table), packed_(packed) {}
 
-    void run(const float* x, float* y, int n, ThreadPool* spare) override {
+    void run(Inputs xs, float* y, int n, ThreadPool* spare) override {
+        const float* x = xs[0];
         if (table_ && packed_) {
             const ConvArgs a{x,    1,      n, in_,  1,    n, 1, 1, 1, 1, packed_->w.data(), s_.weights.data(),
-                             packed_->bias.data(), out_, s_.act, y, out_, 0, 1, false};
+                             packed_->bias.data(), out_, s_.act.plain_relu(), y, out_, 0, 1, false};
             conv_split(table_->conv, a, spare);
-            if (s_.act != Act::relu) apply_activation(s_.act, y, size_t(n) * out_);
+            if (!s_.act.plain_relu()) apply_activation(s_.act, y, size_t(n) * out_);
             return;
         }
         for (int b = 0; b < n; ++b) std::memcpy(y + size_t(b) * out_, s_.bias.data(), out_ * sizeof(float));

@@ -31,7 +31,7 @@ struct ConvArgs {
     const float* hwio;       // the same weights as the Step holds them (kh, kw, ci, co)
     const float* bias;       // [blocks * 16], zeros past co
     int co;                  // output channels computed (from w's first block)
-    Act act;                 // relu is applied in the kernel; others by apply_activation after
+    bool relu;               // max(x, 0) applied in the kernel; other activations by the caller after
     float* y;                // output pixel (oy, ox) at y + (oy * ow + ox) * ldy
     int ldy;                 // floats between output pixels: co, or more when a call
                              // computes a slice of the channels

@@ -74,7 +74,7 @@ inline void store(float* y, V v, int count) {
 // registers over the whole window. The (kx, ci) values of one window row are
 // contiguous both in an NHWC image and in the packed weights, so they are one
 // loop. With a fused 2x2 max pool (R = 2, P even) the epilogue stores the max of
-// each 2x2 square: the activation is monotonic, so pooling first is exact.
+// each 2x2 square, then the ReLU: it is monotonic, so pooling first is exact.
 template <int R, int P, int B>
 void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
     constexpr int NV = B * kPerBlock;  // vectors across the tile's output channels
@@ -109,7 +109,7 @@ void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
                 }
         }
     }
-    const bool relu = a.act == Act::relu;
+    const bool relu = a.relu;
     const int left = a.co - cb0 * kLanes;  // channels from this tile's first one
     if constexpr (R == 2) {  // fused 2x2 max pool: pooled pixel (oy/2, ox0/2 + q)
         float* y = a.y + (size_t(oy / 2) * (a.ow / 2) + ox0 / 2) * a.ldy + cb0 * kLanes;
@@ -257,7 +257,7 @@ void rows_pool_group(const ConvArgs& a, int co0) {
             }
             // Pooled columns c0/2 .. c0/2 + kWidth - 1, of which `valid` exist.
             alignas(64) float pooled[G][kWidth];
-            const bool relu = a.act == Act::relu;
+            const bool relu = a.relu;
 #pragma GCC unroll 8
             for (int g = 0; g < G; ++g) {
                 const V lo = acc[0][0][g] > acc[1][0][g] ? acc[0][0][g] : acc[1][0][g];

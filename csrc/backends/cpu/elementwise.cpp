@@ -1,37 +1,31 @@
-// Activations, softmax, Rescaling (affine) and zero padding over NHWC.
+// Activations, softmax, per-channel affine (Rescaling, Normalization, batch
+// norm), PReLU, merges (Add, Multiply, ...) and zero padding / cropping over NHWC.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "../activation_math.h"
 #include "ops.h"
 
 namespace lenet::cpu {
 
-void apply_activation(Act act, float* y, size_t n) {
-    switch (act) {
-        case Act::linear:
-        case Act::softmax:  // never fused: softmax is its own step
-            return;
-        case Act::relu:
-            for (size_t i = 0; i < n; ++i) y[i] = std::max(y[i], 0.f);
-            return;
-        case Act::tanh:
-            for (size_t i = 0; i < n; ++i) y[i] = std::tanh(y[i]);
-            return;
-        case Act::sigmoid:
-            for (size_t i = 0; i < n; ++i) y[i] = 1.f / (1.f + std::exp(-y[i]));
-            return;
+void apply_activation(const Activation& act, float* y, size_t n) {
+    if (act.linear()) return;
+    if (act.plain_relu()) {  // the common case, vectorized
+        for (size_t i = 0; i < n; ++i) y[i] = y[i] < 0.f ? 0.f : y[i];  // NaN stays NaN, as in TensorFlow
+        return;
     }
+    for (size_t i = 0; i < n; ++i) y[i] = activate(act, y[i]);
 }
 
 namespace {
 
-class Activation : public Kernel {
+class ActivationKernel : public Kernel {
 public:
-    explicit Activation(const Step& s) : s_(s) {}
-    void run(const float* x, float* y, int n, ThreadPool*) override {
+    explicit ActivationKernel(const Step& s) : s_(s) {}
+    void run(Inputs x, float* y, int n, ThreadPool*) override {
         const size_t count = size_t(n) * s_.in.size();
-        std::memcpy(y, x, count * sizeof(float));
+        std::memcpy(y, x[0], count * sizeof(float));
         apply_activation(s_.act, y, count);
     }
 
@@ -43,11 +37,11 @@ private:
 class Softmax : public Kernel {
 public:
     explicit Softmax(const Step& s) : s_(s) {}
-    void run(const float* x, float* y, int n, ThreadPool*) override {
+    void run(Inputs x, float* y, int n, ThreadPool*) override {
         const int c = s_.in.c;
         const size_t vectors = size_t(n) * s_.in.h * s_.in.w;
         for (size_t v = 0; v < vectors; ++v) {
-            const float* src = x + v * c;
+            const float* src = x[0] + v * c;
             float* dst = y + v * c;
             const float top = *std::max_element(src, src + c);
             float sum = 0.f;
@@ -61,30 +55,87 @@ private:
     const Step& s_;
 };
 
-class Affine : public Kernel {
+// y = x * scale[c] + shift[c] (affine); y = x > 0 ? x : alpha[h, w, c] * x (prelu).
+class PerElement : public Kernel {
 public:
-    explicit Affine(const Step& s) : s_(s) {}
-    void run(const float* x, float* y, int n, ThreadPool*) override {
-        const size_t count = size_t(n) * s_.in.size();
-        const float scale = s_.scale, offset = s_.offset;
-        for (size_t i = 0; i < count; ++i) y[i] = x[i] * scale + offset;
+    explicit PerElement(const Step& s) : s_(s) {}
+    void run(Inputs x, float* y, int n, ThreadPool*) override {
+        const size_t size = size_t(s_.in.size()), c = size_t(s_.in.c);
+        const float* scale = s_.scale.data();
+        const float* shift = s_.shift.data();
+        for (int b = 0; b < n; ++b) {
+            const float* src = x[0] + b * size;
+            float* dst = y + b * size;
+            if (s_.op == OpKind::prelu) {
+                for (size_t i = 0; i < size; ++i) dst[i] = src[i] > 0.f ? src[i] : scale[i] * src[i];
+                continue;
+            }
+            for (size_t p = 0; p < size; p += c)
+                for (size_t k = 0; k < c; ++k) dst[p + k] = src[p + k] * scale[k] + shift[k];
+        }
     }
 
 private:
     const Step& s_;
 };
 
+// Add, Subtract, Multiply, Average, Maximum, Minimum of equally shaped inputs,
+// left to right as Keras folds them.
+class MergeKernel : public Kernel {
+public:
+    explicit MergeKernel(const Step& s) : s_(s) {}
+    void run(Inputs x, float* y, int n, ThreadPool*) override {
+        const size_t count = size_t(n) * s_.out.size();
+        const size_t inputs = s_.inputs.size();
+        std::memcpy(y, x[0], count * sizeof(float));
+        for (size_t k = 1; k < inputs; ++k) {
+            const float* v = x[k];
+            switch (s_.merge) {
+                case Merge::add:
+                case Merge::average:
+                    for (size_t i = 0; i < count; ++i) y[i] += v[i];
+                    break;
+                case Merge::subtract:
+                    for (size_t i = 0; i < count; ++i) y[i] -= v[i];
+                    break;
+                case Merge::multiply:
+                    for (size_t i = 0; i < count; ++i) y[i] *= v[i];
+                    break;
+                case Merge::maximum:
+                    for (size_t i = 0; i < count; ++i) y[i] = std::max(y[i], v[i]);
+                    break;
+                case Merge::minimum:
+                    for (size_t i = 0; i < count; ++i) y[i] = std::min(y[i], v[i]);
+                    break;
+            }
+        }
+        if (s_.merge == Merge::average)
+            for (size_t i = 0; i < count; ++i) y[i] /= float(inputs);
+    }
+
+private:
+    const Step& s_;
+};
+
+// Zero padding (pads > 0) and cropping (pads < 0): output pixel (oy, ox) is input
+// pixel (oy - top, ox - left), zero where that is outside the input.
 class Pad2d : public Kernel {
 public:
     explicit Pad2d(const Step& s) : s_(s) {}
-    void run(const float* x, float* y, int n, ThreadPool*) override {
+    void run(Inputs x, float* y, int n, ThreadPool*) override {
         const Dims in = s_.in, out = s_.out;
-        const size_t row = size_t(in.w) * in.c;
-        std::memset(y, 0, size_t(n) * out.size() * sizeof(float));
+        const int x0 = std::max(0, s_.pad.left), sx0 = std::max(0, -s_.pad.left);
+        const int cols = std::min(out.w - x0, in.w - sx0);
+        const size_t run = size_t(cols) * in.c;
+        const bool padding = s_.pad.top > 0 || s_.pad.bottom > 0 || s_.pad.left > 0 || s_.pad.right > 0;
+        if (padding) std::memset(y, 0, size_t(n) * out.size() * sizeof(float));
         for (int b = 0; b < n; ++b)
-            for (int iy = 0; iy < in.h; ++iy)
-                std::memcpy(y + b * out.size() + ((size_t(iy) + s_.pad.top) * out.w + s_.pad.left) * in.c,
-                            x + b * in.size() + iy * row, row * sizeof(float));
+            for (int oy = 0; oy < out.h; ++oy) {
+                const int iy = oy - s_.pad.top;
+                if (iy < 0 || iy >= in.h || cols <= 0) continue;
+                std::memcpy(y + b * out.size() + (size_t(oy) * out.w + x0) * in.c,
+                            x[0] + b * in.size() + (size_t(iy) * in.w + sx0) * in.c, run * sizeof(float));
+            }
     }
 
 private:
@@ -95,9 +146,11 @@ private:
 
 std::unique_ptr<Kernel> make_elementwise(const Step& s) {
     switch (s.op) {
-        case OpKind::activation: return std::make_unique<Activation>(s);
+        case OpKind::activation: return std::make_unique<ActivationKernel>(s);
         case OpKind::softmax: return std::make_unique<Softmax>(s);
-        case OpKind::affine: return std::make_unique<Affine>(s);
+        case OpKind::affine:
+        case OpKind::prelu: return std::make_unique<PerElement>(s);
+        case OpKind::merge: return std::make_unique<MergeKernel>(s);
         case OpKind::pad2d: return std::make_unique<Pad2d>(s);
         default: return nullptr;
     }

@@ -1,6 +1,8 @@
-// CPU kernels, NHWC float32. One function family per file: conv.cpp, dense.cpp,
-// pool.cpp, elementwise.cpp; the hand-written inner loops are in
-// direct_kernels.cpp, behind the KernelTable of direct.h.
+// CPU kernels, NHWC float32. One family per file: conv.cpp (convolutions),
+// dense.cpp, pool.cpp, elementwise.cpp (activations, softmax, affine, prelu,
+// merges, padding), tensor.cpp (reshape, permute, concat, resize); the
+// hand-written inner loops are in direct_kernels.cpp, behind the KernelTable of
+// direct.h.
 #pragma once
 
 #include <memory>
@@ -15,10 +17,12 @@ struct PackedStep : StepConstants {
     PackedWeights packed;
 };
 
-// `table` null (cpu_kernels="blas") or `packed` null: the BLAS path, reading the
-// Step's canonical weights in place (a HWIO conv kernel is the (kh*kw*ci, co)
-// matrix im2col rows multiply; a dense kernel is (in, out)). The Network owns
-// the Steps and the backend the packed weights; both outlive every plan.
+// `table` null (cpu_kernels="blas") or `packed` null (grouped or dilated
+// convolutions): the BLAS path, reading the Step's canonical weights in place (a
+// HWIO conv kernel is the (kh*kw*ci, co) matrix im2col rows multiply; a dense
+// kernel is (in, out)); a depthwise convolution gets loops of its own. The
+// Network owns the Steps and the backend the packed weights; both outlive every
+// plan.
 std::unique_ptr<Kernel> make_conv2d(const Step& s, const KernelTable* table, const PackedWeights* packed,
                                     int capacity);
 // A direct convolution followed by the 2x2 / 2 max pool `pool` (no padding).
@@ -26,9 +30,10 @@ std::unique_ptr<Kernel> make_conv2d_pool(const Step& conv, const Step& pool, con
                                          const PackedWeights& packed);
 std::unique_ptr<Kernel> make_dense(const Step& s, const KernelTable* table, const PackedWeights* packed);
 std::unique_ptr<Kernel> make_pool2d(const Step& s, const KernelTable& table);
-std::unique_ptr<Kernel> make_elementwise(const Step& s);  // pad2d, affine, activation, softmax
+std::unique_ptr<Kernel> make_elementwise(const Step& s);  // activation, softmax, affine, prelu, merge, pad2d
+std::unique_ptr<Kernel> make_tensor_op(const Step& s);    // reshape, permute, concat, resize
 
 // y[i] = act(y[i]) over n values, in place.
-void apply_activation(Act act, float* y, size_t n);
+void apply_activation(const Activation& act, float* y, size_t n);
 
 }  // namespace lenet::cpu

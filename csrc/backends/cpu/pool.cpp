@@ -12,7 +12,8 @@ public:
     Pool2d(const Step& s, const KernelTable& table)
         : s_(s), table_(table), row_(size_t(s.in.w) * s.in.c) {}
 
-    void run(const float* x, float* y, int n, ThreadPool*) override {
+    void run(Inputs xs, float* y, int n, ThreadPool*) override {
+        const float* x = xs[0];
         const Dims in = s_.in, out = s_.out;
         PoolArgs a{nullptr, in.h, in.w, in.c, out.h, out.w, s_.kh, s_.kw, s_.sh, s_.sw, s_.pad.top, s_.pad.left,
                    s_.op == OpKind::max_pool2d, row_.data(), nullptr};

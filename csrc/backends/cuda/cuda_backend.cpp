@@ -10,6 +10,7 @@
 // serialized, and each gets its own answer).
 #include "cuda_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -78,8 +79,8 @@ public:
         choose_algorithm();
     }
 
-    void run(const float* x, float* y, int, ThreadPool*) override {
-        const float* src = prepad_.apply(ctx_, p_, x);
+    void run(Inputs x, float* y, int, ThreadPool*) override {
+        const float* src = prepad_.apply(ctx_, p_, x[0]);
         const Step& s = *p_.step;
         if (fused_) {
             // y = relu(conv(x) + bias); z = y with alpha2 = 0 as cuDNN requires a z tensor.
@@ -128,7 +129,7 @@ private:
         workspace_bytes_ = perf[best].memory;
         workspace_ = device_alloc(workspace_bytes_);
 
-        if (s.act == Act::relu) {
+        if (s.act.plain_relu()) {
             const cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
                 ctx_.cudnn.get(), &kOne, prepad_.desc(p_), x.get(), p_.w.get(), f(k_.weights), p_.conv.get(), algo_,
                 workspace_.get(), workspace_bytes_, &kZero, p_.y.get(), y.get(), p_.bias.get(), f(k_.bias),
@@ -154,8 +155,8 @@ public:
         prepad_.init(ctx_, p_);
         if (!p_.avg_factor.empty()) factor_ = upload(p_.avg_factor);
     }
-    void run(const float* x, float* y, int, ThreadPool*) override {
-        const float* src = prepad_.apply(ctx_, p_, x);
+    void run(Inputs x, float* y, int, ThreadPool*) override {
+        const float* src = prepad_.apply(ctx_, p_, x[0]);
         LENET_CHECK(cudnnPoolingForward(ctx_.cudnn.get(), p_.pool.get(), &kOne, prepad_.desc(p_), src, &kZero,
                                         p_.y.get(), y));
         if (factor_) {
@@ -177,11 +178,11 @@ private:
 class DenseKernel : public Kernel {
 public:
     DenseKernel(Context& ctx, StepPlan plan, const DeviceConstants& k) : ctx_(ctx), p_(std::move(plan)), k_(k) {}
-    void run(const float* x, float* y, int, ThreadPool*) override {
+    void run(Inputs x, float* y, int, ThreadPool*) override {
         const Step& s = *p_.step;
         const int in = int(s.in.size()), out = s.out.c;
         LENET_CHECK(cublasSgemm(ctx_.cublas.get(), CUBLAS_OP_N, CUBLAS_OP_N, out, p_.n, in, &kOne, f(k_.weights), out,
-                                x, in, &kZero, y, out));
+                                x[0], in, &kZero, y, out));
         launch_bias_act(y, f(k_.bias), int64_t(p_.n) * out, out, 1, s.act, ctx_.stream.get());
         LENET_CHECK(cudaGetLastError());
     }
@@ -192,39 +193,59 @@ private:
     const DeviceConstants& k_;
 };
 
+// Everything that is not a convolution, a pooling or a dense layer: cuDNN's softmax,
+// and the small kernels of elementwise.cu.
 class SimpleKernel : public Kernel {
 public:
-    SimpleKernel(Context& ctx, StepPlan plan) : ctx_(ctx), p_(std::move(plan)) {}
-    void run(const float* x, float* y, int, ThreadPool*) override {
+    SimpleKernel(Context& ctx, StepPlan plan, const DeviceConstants& k) : ctx_(ctx), p_(std::move(plan)), k_(k) {}
+    void run(Inputs x, float* y, int, ThreadPool*) override {
         const Step& s = *p_.step;
-        auto* h = ctx_.cudnn.get();
+        const int n = p_.n;
+        const int64_t count = int64_t(n) * s.out.size();
+        cudaStream_t stream = ctx_.stream.get();
         switch (s.op) {
-            case OpKind::activation:
-                LENET_CHECK(cudnnActivationForward(h, p_.act.get(), &kOne, p_.x.get(), x, &kZero, p_.y.get(), y));
-                break;
+            case OpKind::activation: launch_activation(x[0], y, count, s.act, stream); break;
             case OpKind::softmax:
                 // Over the channel axis of each pixel: Keras' last axis in NHWC.
-                LENET_CHECK(cudnnSoftmaxForward(h, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &kOne,
-                                                p_.x.get(), x, &kZero, p_.y.get(), y));
+                LENET_CHECK(cudnnSoftmaxForward(ctx_.cudnn.get(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL,
+                                                &kOne, p_.x.get(), x[0], &kZero, p_.y.get(), y));
                 break;
             case OpKind::affine:
-                launch_affine(x, y, int64_t(p_.n) * s.in.size(), s.scale, s.offset, ctx_.stream.get());
-                LENET_CHECK(cudaGetLastError());
+                launch_affine(x[0], y, f(k_.weights), f(k_.bias), count, s.out.c, s.out.h * s.out.w, stream);
                 break;
-            case OpKind::pad2d:
-                // y is a shared activation buffer: zero it, then copy the interior.
-                LENET_CHECK(cudnnSetTensor(h, p_.y.get(), y, &kZero));
-                LENET_CHECK(cudnnTransformTensor(h, &kOne, p_.x.get(), x, &kZero, p_.padded_view.get(),
-                                                 y + p_.padded_offset));
+            case OpKind::prelu: launch_prelu(x[0], y, f(k_.weights), count, s.out.size(), stream); break;
+            case OpKind::pad2d: launch_pad(x[0], y, n, s.in, s.out, s.pad.top, s.pad.left, stream); break;
+            case OpKind::reshape: launch_reshape(x[0], y, n, s.in, s.out, stream); break;
+            case OpKind::permute: launch_permute(x[0], y, n, s.in, s.out, s.perm, stream); break;
+            case OpKind::resize: launch_resize(x[0], y, n, s.in, s.out, s.pad, s.nearest, stream); break;
+            case OpKind::concat: {
+                int offset = 0;
+                for (size_t k = 0; k < s.ins.size(); ++k) {
+                    launch_concat(x[k], y, n, s.ins[k], s.out, s.axis, offset, stream);
+                    const Dims d = s.ins[k];
+                    offset += s.axis == 0 ? d.h : s.axis == 1 ? d.w : d.c;
+                }
                 break;
-            default:
-                throw CudaError(std::string("CUDA backend: no kernel for ") + to_string(s.op));
+            }
+            case OpKind::merge: {
+                const int inputs = int(s.inputs.size());
+                for (int k = 0; k < inputs; k += kMergeInputs) {
+                    const int here = std::min(kMergeInputs, inputs - k);
+                    const bool last = k + here == inputs;
+                    const float divide = last && s.merge == Merge::average ? float(inputs) : 0.f;
+                    launch_merge(x + k, here, y, count, s.merge, k > 0, divide, stream);
+                }
+                break;
+            }
+            default: throw CudaError(std::string("CUDA backend: no kernel for ") + to_string(s.op));
         }
+        LENET_CHECK(cudaGetLastError());
     }
 
 private:
     Context& ctx_;
     StepPlan p_;
+    const DeviceConstants& k_;
 };
 
 // Pinned staging, device input/output and the captured graph of one plan.
@@ -343,12 +364,19 @@ public:
     std::shared_ptr<const StepConstants> prepare(const Step& s) override {
         auto k = std::make_shared<DeviceConstants>();
         if (s.op == OpKind::conv2d) {
-            k->weights = upload(conv_hwio_to_oihw(s.weights, s.kh, s.kw, s.in.c, s.out.c));
+            k->weights = upload(conv_hwio_to_oihw(s.weights, s.kh, s.kw, s.in.c / s.groups, s.out.c));
             k->bias = upload(s.bias);
         } else if (s.op == OpKind::dense) {
             // Activations arrive in NCHW order: the rows after a Flatten follow it.
             k->weights = upload(s.in.h * s.in.w > 1 ? dense_rows_hwc_to_chw(s.weights, s.in, s.out.c) : s.weights);
             k->bias = upload(s.bias);
+        } else if (s.op == OpKind::affine) {
+            k->weights = upload(s.scale);
+            k->bias = upload(s.shift);
+        } else if (s.op == OpKind::prelu) {
+            std::vector<float> alpha(s.scale.size());  // (h, w, c) -> (c, h, w)
+            nhwc_to_nchw(s.scale.data(), alpha.data(), 1, s.out);
+            k->weights = upload(alpha);
         }
         return k;
     }
@@ -363,7 +391,7 @@ public:
             case OpKind::dense: return std::make_unique<DenseKernel>(ctx_, std::move(p), k);
             case OpKind::max_pool2d:
             case OpKind::avg_pool2d: return std::make_unique<PoolKernel>(ctx_, std::move(p));
-            default: return std::make_unique<SimpleKernel>(ctx_, std::move(p));
+            default: return std::make_unique<SimpleKernel>(ctx_, std::move(p), k);
         }
     }
 

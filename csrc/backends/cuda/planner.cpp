@@ -21,15 +21,10 @@ PaddingChoice choose_padding(const Step& s) {
 
 namespace {
 
-ActDesc activation_desc(Act act) {
+// For cuDNN's fused conv + bias + activation, which the backend tries for a plain ReLU only.
+ActDesc activation_desc(const Activation& act) {
     auto d = create<ActDesc, cudnnCreateActivationDescriptor>();
-    cudnnActivationMode_t mode = CUDNN_ACTIVATION_IDENTITY;
-    switch (act) {
-        case Act::relu: mode = CUDNN_ACTIVATION_RELU; break;
-        case Act::tanh: mode = CUDNN_ACTIVATION_TANH; break;
-        case Act::sigmoid: mode = CUDNN_ACTIVATION_SIGMOID; break;
-        default: break;
-    }
+    const cudnnActivationMode_t mode = act.plain_relu() ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY;
     // NaN propagates, as in TensorFlow.
     LENET_CHECK(cudnnSetActivationDescriptor(d.get(), mode, CUDNN_PROPAGATE_NAN, 0.0));
     return d;
@@ -69,12 +64,13 @@ StepPlan plan_step(const Step& s, int n, bool allow_tf32) {
     switch (s.op) {
         case OpKind::conv2d: {
             p.w = create<FilterDesc, cudnnCreateFilterDescriptor>();
-            LENET_CHECK(cudnnSetFilter4dDescriptor(p.w.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.out.c, s.in.c,
-                                                   s.kh, s.kw));
+            LENET_CHECK(cudnnSetFilter4dDescriptor(p.w.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.out.c,
+                                                   s.in.c / s.groups, s.kh, s.kw));
             p.conv = create<ConvDesc, cudnnCreateConvolutionDescriptor>();
             // Keras convolution is cross-correlation: no kernel flip.
-            LENET_CHECK(cudnnSetConvolution2dDescriptor(p.conv.get(), p.padding.pad_h, p.padding.pad_w, s.sh, s.sw, 1,
-                                                        1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+            LENET_CHECK(cudnnSetConvolution2dDescriptor(p.conv.get(), p.padding.pad_h, p.padding.pad_w, s.sh, s.sw,
+                                                        s.dh, s.dw, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+            if (s.groups > 1) LENET_CHECK(cudnnSetConvolutionGroupCount(p.conv.get(), s.groups));
             // FMA math forbids TF32 on Ampere and later; DEFAULT permits it.
             LENET_CHECK(cudnnSetConvolutionMathType(p.conv.get(), allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
             LENET_CHECK(cudnnGetConvolution2dForwardOutputDim(p.conv.get(), in_desc, p.w.get(), &p.cudnn_out[0],
@@ -111,18 +107,7 @@ StepPlan plan_step(const Step& s, int n, bool allow_tf32) {
         case OpKind::dense:
             p.bias = tensor_desc(1, s.out.c, 1, 1);
             break;
-        case OpKind::activation:
-            p.act = activation_desc(s.act);
-            break;
-        case OpKind::pad2d:
-            p.padded_view = create<TensorDesc, cudnnCreateTensorDescriptor>();
-            LENET_CHECK(cudnnSetTensor4dDescriptorEx(p.padded_view.get(), CUDNN_DATA_FLOAT, n, s.in.c, s.in.h,
-                                                     s.in.w, s.out.c * s.out.h * s.out.w, s.out.h * s.out.w,
-                                                     s.out.w, 1));
-            p.padded_offset = size_t(s.pad.top) * s.out.w + s.pad.left;
-            break;
-        case OpKind::affine:
-        case OpKind::softmax:
+        default:  // the small kernels of elementwise.cu need no descriptor
             break;
     }
     return p;

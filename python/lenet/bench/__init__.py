@@ -149,7 +149,7 @@ def infer_breakdown(weights: Path, paths: list, threads: int, rounds: int = 15) 
             t0 = time.perf_counter()
             e.infer(paths)
             total = time.perf_counter() - t0
-            batch = preprocess.to_batch(paths, e.model.input_shape, e.input_scale, threads=t)
+            batch = preprocess.to_batch(paths, e.model.image_shape, e.input_scale, threads=t)
             t0 = time.perf_counter()
             e.predict_proba(batch.hwc)
             got = samples[t]
@@ -271,9 +271,8 @@ def _bench_model(s: Session, source: str):
         for r in rows.values():
             _fail(r, "failed", f"cannot load {source}: {type(e).__name__}: {e}")
         return list(rows.values()), {"weights": source, "error": f"{type(e).__name__}: {e}"}
-    params = sum(l.weights.size + (0 if l.bias is None else l.bias.size)
-                 for l in ctx.spec.layers if l.weights is not None)
-    macs = lenet.load(weights).macs
+    model_ = lenet.load(weights)
+    params, macs = model_._network.params, model_.macs
     rate = s.fma["gmacs_per_thread"] * 1e9 * s.threads  # all threads' multiply-adds per second
     about = {"weights": str(weights), "parameters": int(params), "macs": int(macs),
              "floor_s": macs / rate, "floor_images_per_s": rate / macs,

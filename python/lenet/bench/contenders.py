@@ -206,8 +206,7 @@ def _tf(ctx: Ctx, **function_kw):
     from .nets import tf_forward
     f = tf_forward(ctx.spec)
     if function_kw:
-        h, w, c = ctx.spec.input_shape
-        f = tf.function(f, input_signature=[tf.TensorSpec([None, h, w, c], tf.float32)], **function_kw)
+        f = tf.function(f, input_signature=[tf.TensorSpec([None, *ctx.spec.input_shape], tf.float32)], **function_kw)
     return lambda x: f(tf.constant(x)).numpy()
 
 
@@ -273,7 +272,7 @@ def _tflite(ctx):
         Interpreter = tf.lite.Interpreter
     with _quiet_stderr(), contextlib.redirect_stdout(io.StringIO()):  # the converter prints its graph
         flat = tf.lite.TFLiteConverter.from_keras_model(keras_model(ctx)).convert()
-    h, w, c = ctx.spec.input_shape
+    sample = list(ctx.spec.input_shape)
     by_batch = {}  # one interpreter per batch size: resizing reallocates every tensor
 
     def run(x):
@@ -282,7 +281,7 @@ def _tflite(ctx):
             with _quiet_stderr():
                 it = Interpreter(model_content=flat, num_threads=ctx.threads)
             i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
-            it.resize_tensor_input(i, [n, h, w, c])
+            it.resize_tensor_input(i, [n, *sample])
             it.allocate_tensors()
             by_batch[n] = (it, i, o)
         it, i, o = by_batch[n]

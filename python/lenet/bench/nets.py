@@ -20,39 +20,40 @@ from typing import Iterator
 
 import numpy as np
 
-from lenet.spec import LayerSpec, ModelSpec
+import lenet
+from lenet.spec import ModelSpec
+
+# The record kinds rebuilt here (a chain of them, channels_last).
+KINDS = ("conv2d", "max_pool2d", "avg_pool2d", "zero_pad2d", "flatten", "dense", "activation", "rescaling")
+ACTIVATIONS = ("linear", "relu", "tanh", "sigmoid", "softmax")
 
 
 def ends_in_softmax(spec: ModelSpec) -> bool:
     return bool(spec.layers) and spec.layers[-1].activation == "softmax"
 
 
-def walk(spec: ModelSpec) -> Iterator[tuple[LayerSpec, tuple]]:
-    """Each layer with the shape of its input: (H, W, C), or (features,) after Flatten."""
-    if spec.data_format != "channels_last":
+def walk(spec: ModelSpec) -> Iterator[tuple[object, tuple]]:
+    """Each layer record with the shape of its input as the core infers it: (H, W, C),
+    or (features,) after Flatten."""
+    net = lenet.Model(spec)._network
+    if net.channels_first:
         raise ValueError("the rebuilt networks take channels_last models only")
-    shape: tuple = tuple(spec.input_shape)
-    for layer in spec.layers:
-        yield layer, shape
-        if layer.kind in ("conv2d", "max_pool2d", "avg_pool2d"):
-            (h, w, c), (kh, kw), (sh, sw) = shape, layer.kernel, layer.strides
-            if layer.padding == "same":
-                h, w = -(-h // sh), -(-w // sw)
-            else:
-                h, w = (h - kh) // sh + 1, (w - kw) // sw + 1
-            shape = (h, w, layer.filters if layer.kind == "conv2d" else c)
-        elif layer.kind == "zero_pad2d":
-            t, b, l, r = layer.pad
-            shape = (shape[0] + t + b, shape[1] + l + r, shape[2])
-        elif layer.kind == "flatten":
-            shape = (int(np.prod(shape)),)
-        elif layer.kind == "dense":
-            shape = (layer.units,)
+    shapes = [tuple(row[2]) for row in net.layers()]
+    for i, layer in enumerate(spec.layers):
+        if layer.kind not in KINDS or list(layer.inputs) != [i - 1] or layer.activation not in ACTIVATIONS or \
+                (layer.activation == "relu" and (layer.alpha or layer.threshold or layer.max_value != float("inf"))):
+            raise ValueError(f"layer {layer.name!r} ({layer.kind}) is not rebuilt in other frameworks")
+        yield layer, tuple(net.input_shape) if i == 0 else shapes[i - 1]
 
 
-def pads(layer: LayerSpec, shape: tuple) -> tuple[int, int, int, int]:
+def weight(layer, name: str):
+    """A record's weight as a float32 array, or None."""
+    return layer.weight(name)
+
+
+def pads(layer, shape: tuple) -> tuple[int, int, int, int]:
     """(top, bottom, left, right) that make a 'same' window valid (TensorFlow's rule)."""
-    if layer.padding != "same":
+    if not layer.same_padding:
         return (0, 0, 0, 0)
     out = []
     for size, k, s in zip(shape[:2], layer.kernel, layer.strides):
@@ -76,9 +77,10 @@ def tf_forward(spec: ModelSpec):
     acts = {"relu": tf.nn.relu, "tanh": tf.math.tanh, "sigmoid": tf.math.sigmoid, "softmax": tf.nn.softmax}
     steps = []
     for layer, shape in walk(spec):
-        k, pad = layer.kind, layer.padding.upper()
+        k, pad = layer.kind, "SAME" if layer.same_padding else "VALID"
+        kernel, bias = weight(layer, "kernel"), weight(layer, "bias")
         if k == "conv2d":
-            steps.append(partial(tf.nn.conv2d, filters=tf.constant(layer.weights), strides=layer.strides, padding=pad))
+            steps.append(partial(tf.nn.conv2d, filters=tf.constant(kernel), strides=layer.strides, padding=pad))
         elif k == "max_pool2d":
             steps.append(partial(tf.nn.max_pool2d, ksize=layer.kernel, strides=layer.strides, padding=pad))
         elif k == "avg_pool2d":  # 'SAME' averages real pixels only, like Keras
@@ -89,11 +91,11 @@ def tf_forward(spec: ModelSpec):
         elif k == "flatten":
             steps.append(partial(tf.reshape, shape=[-1, int(np.prod(shape))]))
         elif k == "dense":
-            steps.append(partial(tf.linalg.matmul, b=tf.constant(layer.weights)))
+            steps.append(partial(tf.linalg.matmul, b=tf.constant(kernel)))
         elif k == "rescaling":
             steps.append(lambda x, s=layer.scale, o=layer.offset: x * s + o)
-        if layer.bias is not None:
-            steps.append(partial(tf.nn.bias_add, bias=tf.constant(layer.bias)))
+        if bias is not None:
+            steps.append(partial(tf.nn.bias_add, bias=tf.constant(bias)))
         if layer.activation != "linear":
             steps.append(acts[layer.activation])
     if not ends_in_softmax(spec):
@@ -133,11 +135,12 @@ def onnx_model(spec: ModelSpec, opset: int = 17) -> bytes:
     flattened = None  # (H, W, C) of the last Flatten, until the Dense that follows it
     for layer, shape in walk(spec):
         k = layer.kind
+        kernel, bias_w = weight(layer, "kernel"), weight(layer, "bias")
         t, b, l, r = pads(layer, shape)
         window = dict(kernel_shape=list(layer.kernel), strides=list(layer.strides), pads=[t, l, b, r])
         if k == "conv2d":
-            bias = [const(layer.bias)] if layer.bias is not None else []
-            add("Conv", const(layer.weights.transpose(3, 2, 0, 1)), *bias, **window)
+            bias = [const(bias_w)] if bias_w is not None else []
+            add("Conv", const(kernel.transpose(3, 2, 0, 1)), *bias, **window)
         elif k == "max_pool2d":
             add("MaxPool", **window)
         elif k == "avg_pool2d":
@@ -149,10 +152,10 @@ def onnx_model(spec: ModelSpec, opset: int = 17) -> bytes:
             add("Flatten", axis=1)
             flattened = shape
         elif k == "dense":
-            w = chw_rows(layer.weights, flattened) if flattened else layer.weights
+            w = chw_rows(kernel, flattened) if flattened else kernel
             flattened = None
-            if layer.bias is not None:
-                add("Gemm", const(w), const(layer.bias))
+            if bias_w is not None:
+                add("Gemm", const(w), const(bias_w))
             else:
                 add("MatMul", const(w))
         elif k == "rescaling":
@@ -194,10 +197,11 @@ def torch_module(spec: ModelSpec):
     flattened = None
     for layer, shape in walk(spec):
         k, p = layer.kind, pads(layer, shape)
-        bias = tensor(layer.bias) if layer.bias is not None else None
+        kernel, bias_w = weight(layer, "kernel"), weight(layer, "bias")
+        bias = tensor(bias_w) if bias_w is not None else None
         if k == "conv2d":
             steps.append(partial(padded, p=p))
-            steps.append(partial(F.conv2d, weight=tensor(layer.weights.transpose(3, 2, 0, 1)), bias=bias,
+            steps.append(partial(F.conv2d, weight=tensor(kernel.transpose(3, 2, 0, 1)), bias=bias,
                                  stride=layer.strides))
         elif k == "max_pool2d":
             steps.append(partial(padded, p=p, value=float("-inf")))
@@ -215,7 +219,7 @@ def torch_module(spec: ModelSpec):
             steps.append(partial(torch.flatten, start_dim=1))
             flattened = shape
         elif k == "dense":
-            w = chw_rows(layer.weights, flattened) if flattened else layer.weights
+            w = chw_rows(kernel, flattened) if flattened else kernel
             flattened = None
             steps.append(partial(F.linear, weight=tensor(w.T), bias=bias))
         elif k == "rescaling":

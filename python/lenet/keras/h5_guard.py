@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .errors import ModelFileError
+from ..errors import ModelFileError
 
 HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 # A variable-length value larger than this is checked against the heap object it
@@ -45,7 +45,7 @@ def check(buf: Any, name: Any, max_values: int) -> None:
     the most values the loader reads from one attribute (more are refused before
     they are read, so they need no check here)."""
     with memoryview(buf) as data:       # released before an mmap is closed
-        base = _superblock(data)  # addresses count from it
+        base = superblock(data)   # addresses count from it
         if base is None:          # not HDF5: libhdf5 refuses it unread
             return
         _check_superblock(data, base, name)
@@ -59,7 +59,7 @@ def _u(data: memoryview, at: int, n: int = 8) -> int:
     return int.from_bytes(data[at:at + n], "little")
 
 
-def _superblock(data: memoryview) -> Optional[int]:
+def superblock(data: memoryview) -> Optional[int]:
     """Where libhdf5 finds the superblock: the signature at byte 0, 512, 1024, 2048,
     ... (after a user block); None when it is nowhere."""
     at = 0

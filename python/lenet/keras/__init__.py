@@ -1,0 +1,267 @@
+"""Keras model files -> a ``ModelSpec``: the core's layer records with their
+weights, and the model's input shape.
+
+One module per format, chosen by the file's contents, never its extension
+(KERAS-H5.md section 0): ``legacy_h5`` (model.save .h5 of Keras 1-3, Keras 1-2
+save_weights), ``keras3_h5`` (Keras 3 .weights.h5), ``keras_zip`` (.keras);
+``config`` turns an architecture JSON into records, ``layers`` each Keras layer;
+``hdf5`` and ``h5_guard`` read HDF5 safely.
+
+``arch`` is a Keras model JSON (``model.to_json()`` of any Keras version) given
+as a path, a JSON string or an already parsed dict; the path may also name a
+full-model .h5 or .keras file, whose architecture is used; or the name of a
+shipped model (``SHIPPED_MODELS``). When a file carries its own architecture
+and ``arch`` is given too, ``arch`` wins.
+
+Raises ``ModelFileError`` for a missing, unreadable, corrupt or inconsistent
+file and ``UnsupportedModelError`` for a well-formed model that uses something
+the engine does not run, each naming the file (and the layer); nothing else.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+import h5py
+import numpy as np
+
+from .._native import _core
+from ..errors import Error, ModelFileError, UnsupportedModelError
+from ..spec import ModelSpec
+from . import config, h5_guard, hdf5, keras3_h5, keras_zip, legacy_h5
+
+SHIPPED_MODELS = ("lenet5", "lenet-keras", "lenet-tf")
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def shipped_weights(name: str) -> Path:
+    """Path of the shipped full-model file of ``name`` (one of ``SHIPPED_MODELS``)."""
+    if name not in SHIPPED_MODELS:
+        raise ModelFileError(
+            f"unknown shipped model {name!r}; the shipped models are {', '.join(SHIPPED_MODELS)}")
+    path = Path(__file__).resolve().parent.parent / "weights" / f"{name}.h5"
+    if not path.is_file():
+        raise ModelFileError(f"{path}: the shipped model file {name!r} is missing from the installation")
+    return path
+
+
+def read_model(path: PathLike, arch: Any = None) -> ModelSpec:
+    """Reads the Keras model file ``path`` (and ``arch``, see the module) into a ModelSpec."""
+    src = _check_file(path)
+    where = str(src)
+    try:
+        if _sniff(src) == "zip":
+            cfg, version, weights = keras_zip.read(src, where)
+            a = _resolve_arch_for(arch, where) if arch is not None else _Arch(cfg, where, version, "")
+            inner = f"{where}: model.weights.h5"
+            with hdf5.open_file(weights, inner) as f:
+                if not keras3_h5.is_keras3(f, inner):
+                    raise ModelFileError(f"{inner}: no 'layers' group")
+                return _build(a, lambda ar, wanted: keras3_h5.read_weights(f, ar, wanted, inner), where, "keras-zip",
+                              version, "", hdf5.input_scale(f, inner))
+        with hdf5.open_file(src, where) as f:
+            return _read_h5(f, where, arch)
+    except Error:
+        raise
+    except Exception as e:  # h5py, numpy, json, zipfile: wrapped, never leaked raw
+        raise ModelFileError(f"{where}: cannot read the model file ({type(e).__name__}: {e})") from e
+
+
+# ----------------------------------------------------------------------------- files
+
+def _check_file(path: Any) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise ModelFileError(f"a model file path must be a str or os.PathLike, not {type(path).__name__}")
+    p = Path(path)
+    try:
+        if not p.exists():
+            raise ModelFileError(f"{p}: no such file")
+        if p.is_dir():
+            raise ModelFileError(f"{p}: is a directory, not a model file")
+        if not p.is_file():
+            raise ModelFileError(f"{p}: not a regular file")
+    except OSError as e:
+        raise ModelFileError(f"{p}: cannot access the file ({e})") from e
+    return p
+
+
+def _sniff(p: Path) -> str:
+    """'hdf5' (a superblock where libhdf5 looks for one: h5_guard.superblock) or 'zip'."""
+    try:
+        with open(p, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            head = fh.read(8)
+            if head[:4] == keras_zip.ZIP_MAGIC:
+                return "zip"
+            if size:
+                with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm, memoryview(mm) as data:
+                    if h5_guard.superblock(data) is not None:
+                        return "hdf5"
+    except (OSError, ValueError) as e:
+        raise ModelFileError(f"{p}: cannot read the file ({e})") from e
+    if size == 0:
+        raise ModelFileError(f"{p}: empty file (0 bytes), not a Keras model file")
+    hint = ""
+    if head.lstrip()[:1] in (b"{", b"["):
+        hint = ("; it looks like JSON: an architecture goes in arch=..., "
+                "together with the HDF5 weights file")
+    raise ModelFileError(
+        f"{p}: not a Keras model file (neither HDF5 nor a .keras zip: wrong magic bytes){hint}")
+
+
+# ----------------------------------------------------------------------------- loading
+
+@dataclass
+class _Arch:
+    config: Any          # the parsed model JSON
+    source: str          # for messages
+    keras_version: str = ""
+    backend: str = ""
+
+
+def _read_h5(f: h5py.File, where: str, arch: Any) -> ModelSpec:
+    legacy = legacy_h5.is_legacy(f, where)
+    if not legacy and not keras3_h5.is_keras3(f, where):
+        raise ModelFileError(
+            f"{where}: an HDF5 file without Keras content (no 'model_weights' group, no 'layer_names' "
+            "attribute, no 'layers' group)")
+    version, backend = hdf5.keras_version(f, where) if legacy else ("", "")
+    if legacy and not version:
+        version = "1"   # as Keras reads it: a file without keras_version was written by Keras 1
+    if arch is not None:
+        a = _resolve_arch_for(arch, where)
+    elif legacy == "full":
+        if not hdf5.has_attr(f, "model_config", where):
+            raise ModelFileError(
+                f"{where}: a full-model file without the 'model_config' attribute (no architecture); "
+                "give the architecture with arch=...")
+        a = _Arch(hdf5.read_json(hdf5.str_attr(f, "model_config", where), f"{where}: attribute 'model_config'"),
+                  where, version, backend)
+    else:
+        what = "Keras 1-2 save_weights" if legacy else "Keras 3 .weights.h5"
+        raise ModelFileError(
+            f"{where}: a weights-only file ({what}) has no architecture; give one with arch=: a "
+            "model.to_json() file or string, a full-model .h5/.keras file, or a shipped model name "
+            f"({', '.join(SHIPPED_MODELS)})")
+    scale = hdf5.input_scale(f, where)
+    if legacy:
+        group = legacy_h5.weights_group(f, where)
+        return _build(a, lambda ar, wanted: legacy_h5.read_weights(group, ar, wanted, where, _keras1_layout(ar)),
+                      where, "keras-h5-" + legacy, version, backend, scale)
+    return _build(a, lambda ar, wanted: keras3_h5.read_weights(f, ar, wanted, where), where, "keras3-weights-h5",
+                  "", "", scale)
+
+
+def _build(a: _Arch, read_weights: Callable, where: str, kind: str, version: str, backend: str,
+           input_scale: Optional[float]) -> ModelSpec:
+    """Architecture a + weights from read_weights -> ModelSpec. ``where`` is the weights file."""
+    ctx = where if a.source == where else f"{where} (architecture from {a.source})"
+    backend = backend or a.backend
+    writer = config.writer_of(a.config, version or a.keras_version)
+    arch = config.parse(a.config, ctx, writer)
+    slots = _core.expected_weights(arch.records, list(arch.input_shape), ctx)
+    wanted = [(leaf, slots[leaf.record]) for leaf in arch.leaves
+              if slots[leaf.record] and not arch.records[leaf.record].weight_names()]
+    read_weights(arch, wanted)
+    if backend.lower() == "theano":
+        _unflip_theano_kernels(arch)
+    return ModelSpec(
+        layers=arch.records, input_shape=arch.input_shape, input_scale=input_scale, name=arch.name, source=where,
+        keras_version=version or a.keras_version,
+        extra={"format": kind, "architecture": a.source, "backend": backend, "keras_major": writer.major})
+
+
+_CONV_KERNELS = {"conv2d": ("kernel",), "depthwise_conv2d": ("depthwise_kernel",),
+                 "separable_conv2d": ("depthwise_kernel",)}
+
+
+def _unflip_theano_kernels(arch: config.Architecture) -> None:
+    """Theano convolved (flipped its kernels): a kernel trained there is a
+    TensorFlow kernel turned by 180 degrees, as Keras' own loader converted it
+    (convert_kernel when the file's backend was theano)."""
+    for rec in arch.records:
+        for name in _CONV_KERNELS.get(rec.kind, ()):
+            w = rec.weight(name)
+            if w is not None:
+                rec.set_weight(name, np.ascontiguousarray(w[::-1, ::-1]))
+
+
+def _keras1_layout(arch: config.Architecture) -> Optional[Callable]:
+    """Keras 1 stored a channels_first ('th') convolution kernel as (filters, in,
+    rows, cols); Keras 2 transposes it to (rows, cols, in, filters) on load."""
+    if arch.writer.major != 1:
+        return None
+
+    def transform(leaf: config.KerasLayer, slot: str, array: np.ndarray) -> np.ndarray:
+        rec = arch.records[leaf.record]
+        if rec.kind in _CONV_KERNELS and slot in ("kernel", "depthwise_kernel") and array.ndim == 4 and \
+                rec.data_format == "channels_first":
+            return array.transpose(2, 3, 1, 0)
+        return array
+    return transform
+
+
+def _resolve_arch_for(arch: Any, where: str) -> _Arch:
+    """_resolve_arch, with the weights file named in its errors."""
+    try:
+        return _resolve_arch(arch)
+    except Error as e:
+        raise type(e)(f"{where}: the architecture given by arch: {e}") from e
+
+
+def _opt_str(v: Any) -> str:
+    return v if isinstance(v, str) else ""
+
+
+def _json_meta(cfg: Any) -> tuple[str, str]:
+    if isinstance(cfg, dict):
+        return _opt_str(cfg.get("keras_version")), _opt_str(cfg.get("backend"))
+    return "", ""
+
+
+def _resolve_arch(arch: Any) -> _Arch:
+    if isinstance(arch, dict):
+        return _Arch(arch, "<arch dict>", *_json_meta(arch))
+    if isinstance(arch, str) and arch in SHIPPED_MODELS:
+        return _arch_from_file(shipped_weights(arch))
+    if isinstance(arch, str) and arch.lstrip()[:1] in ("{", "["):
+        cfg = hdf5.read_json(arch, "<arch JSON string>")
+        return _Arch(cfg, "<arch JSON string>", *_json_meta(cfg))
+    if isinstance(arch, (str, os.PathLike)):
+        return _arch_from_file(_check_file(arch))
+    raise ModelFileError(
+        f"arch must be a path, a JSON string, a dict or one of {', '.join(SHIPPED_MODELS)}; "
+        f"found {type(arch).__name__}")
+
+
+def _arch_from_file(p: Path) -> _Arch:
+    where = str(p)
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(8)
+        if head == h5_guard.HDF5_MAGIC:
+            with hdf5.open_file(p, where) as f:
+                if not hdf5.has_attr(f, "model_config", where):
+                    raise ModelFileError(f"{where}: given as arch, but this HDF5 file has no 'model_config' "
+                                         "attribute (not a full-model file)")
+                version, backend = hdf5.keras_version(f, where)
+                cfg = hdf5.read_json(hdf5.str_attr(f, "model_config", where), f"{where}: attribute 'model_config'")
+                return _Arch(cfg, where, version, backend)
+        if head[:4] == keras_zip.ZIP_MAGIC:
+            cfg = keras_zip.read_config(p, where)
+            return _Arch(cfg, where, *_json_meta(cfg))
+        if p.stat().st_size > hdf5.MAX_JSON_BYTES:
+            raise ModelFileError(f"{where}: the architecture JSON is larger than {hdf5.MAX_JSON_BYTES} bytes")
+        cfg = hdf5.read_json(p.read_bytes(), where)
+        return _Arch(cfg, where, *_json_meta(cfg))
+    except Error:
+        raise
+    except Exception as e:
+        raise ModelFileError(f"{where}: cannot read the architecture ({type(e).__name__}: {e})") from e
+
+
+__all__ = ["SHIPPED_MODELS", "ModelSpec", "read_model", "shipped_weights", "UnsupportedModelError"]
