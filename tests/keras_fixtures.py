@@ -1,15 +1,16 @@
 """Small Keras models written to disk, with what Keras itself outputs on them.
 
-Every fixture is a file that ``lenet.model_file.load_spec`` (and ``lenet.Engine``)
+Every fixture is a file that ``lenet.keras.read_model`` (and ``lenet.Engine``)
 reads, built with Keras 3 (``keras``) or Keras 2 (``tf_keras``), with seeded
 random weights (biases too, so that a dropped bias shows) and a recorded Keras
 output on seeded random inputs. ``get_fixtures()`` builds the whole set once per
 process into a temporary directory (about 20 s on 2 cores, most of it importing
 TensorFlow); ``build_fixtures(directory)`` writes it where you like.
 
-Inputs (``KerasFixture.x``) are in the engine's layout: (N, H, W, C) for
-channels_last models, (N, C, H, W) for channels_first ones, already scaled as the
-model expects (models with a Rescaling layer take raw 0..255 pixels).
+Inputs (``KerasFixture.x``) are in the model's own input shape, as Keras takes
+them: (N, H, W, C) for channels_last models, (N, C, H, W) for channels_first
+ones, (N, 28, 28) for a (28, 28) input; already scaled as the model expects
+(models with a Rescaling layer take raw 0..255 pixels).
 
 The same architecture is built in both frameworks with the same weights (the
 weights come from numpy, not from Keras' initialisers), so Keras 2 and Keras 3
@@ -73,11 +74,11 @@ FIXTURES = {
 class KerasFixture:
     name: str
     framework: str                 # "keras3" | "keras2"
-    weights: Path                  # the file for load_spec(weights) / Engine(weights=...)
+    weights: Path                  # the file for read_model(weights) / Engine(weights=...)
     arch: Optional[Path]           # the architecture JSON of a weights-only file, else None
     data_format: str               # "channels_last" | "channels_first"
     input_shape: tuple             # (H, W, C)
-    x: np.ndarray                  # inputs, engine layout, float32
+    x: np.ndarray                  # inputs in the model's input shape, float32
     expected: np.ndarray           # what Keras outputs on x (float32; logits when `logits`)
     logits: bool                   # the last layer is linear: compare softmax(expected)
     pixel_scale: float             # multiply 0..255 pixels by this to get the model's input
@@ -381,7 +382,7 @@ def _build_fixtures(directory: Path, only: Optional[set]) -> dict[str, KerasFixt
             pixels=False, logits=False, reference=None, notes=""):
         if reference is None:
             reference = lambda x, m=model: keras_predict(m, x)  # noqa: E731
-        shape = input_shape if data_format == "channels_last" else \
+        shape = input_shape if data_format == "channels_last" or len(input_shape) != 3 else \
             (input_shape[2], input_shape[0], input_shape[1])
         x = _inputs(seed, shape, pixels)
         out[name] = KerasFixture(name, FIXTURES[name], weights, arch, data_format, input_shape, x,
@@ -458,9 +459,8 @@ def _build_fixtures(directory: Path, only: Optional[set]) -> dict[str, KerasFixt
 
         if tag == "keras3" and want("k3_mlp2d"):
             m = build(K, _mlp2d, 7)
-            add("k3_mlp2d", m, _save_full(m, directory / "k3_mlp2d.h5"), seed=7, pixels=True,
-                reference=lambda x, m=m: keras_predict(m, x[..., 0]),
-                notes="Keras input (N, 28, 28); engine input (N, 28, 28, 1)")
+            add("k3_mlp2d", m, _save_full(m, directory / "k3_mlp2d.h5"), seed=7, pixels=True, input_shape=(28, 28),
+                notes="input (N, 28, 28)")
 
         if tag == "keras3" and want("k3_logits"):
             import h5py

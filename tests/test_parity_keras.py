@@ -2,9 +2,9 @@
 and the three shipped models (MNIST digits from conftest's ``mnist_test``; those
 tests skip visibly when the test set is absent).
 
-The engine must give probabilities within 1e-5 (max abs) of Keras' and the same
-class. When a model ends with a linear layer (logits), the engine applies
-softmax, so it is compared with softmax(Keras output).
+The engine's ``predict`` must give Keras' outputs within 1e-5 (max abs) and the
+same class; ``predict_proba`` (which turns logits into probabilities) is compared
+with softmax(Keras output) for the models that end in logits.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 keras = pytest.importorskip("keras")
 
 import lenet  # noqa: E402
-from lenet.model_file import SHIPPED_MODELS, load_spec, shipped_weights  # noqa: E402
+from lenet.keras import SHIPPED_MODELS, shipped_weights  # noqa: E402
 
 import keras_fixtures as kf  # noqa: E402
 from keras_fixtures import FIXTURES, fixture, fixtures, keras_predict, softmax  # noqa: E402
@@ -50,20 +50,22 @@ def keras_probabilities(y, logits):
 @pytest.mark.parametrize("name", list(FIXTURES))
 def test_parity_random_inputs(fixtures, name):
     fx = fixture(fixtures, name)
-    p = engine(fx.weights, fx.arch).predict_proba(fx.x)
-    assert_parity(p, keras_probabilities(fx.expected, fx.logits), f"{name} ({len(fx.x)} random inputs)")
+    eng = engine(fx.weights, fx.arch)
+    assert_parity(eng.predict(fx.x), fx.expected, f"{name} ({len(fx.x)} random inputs, predict)")
+    assert_parity(eng.predict_proba(fx.x), keras_probabilities(fx.expected, fx.logits),
+                  f"{name} ({len(fx.x)} random inputs, predict_proba)")
 
 
 def _mnist_input(fx, images):
-    """Digits in the fixture's engine layout, scaled as the model expects."""
+    """Digits in the fixture's input shape, scaled as the model expects."""
     x = images.astype(np.float32) * np.float32(fx.pixel_scale)
-    return np.ascontiguousarray(x[:, None] if fx.data_format == "channels_first" else x[..., None])
+    return np.ascontiguousarray(x.reshape((len(x),) + fx.x.shape[1:]))
 
 
 @pytest.mark.parametrize("name", [n for n in FIXTURES if n not in ("k3_deep_dense_weights", "k2_deep_dense_weights")])
 def test_parity_mnist_digits(fixtures, mnist_test, name):
     fx = fixture(fixtures, name)
-    assert fx.input_shape == (28, 28, 1)
+    assert fx.x[0].size == 28 * 28
     x = _mnist_input(fx, mnist_test[0][:N_MNIST_FIXTURE])
     want = keras_probabilities(fx.reference(x), fx.logits)
     p = engine(fx.weights, fx.arch).predict_proba(x)
@@ -87,13 +89,12 @@ def shipped_reference(name, images):
     scaled by 1/255. Keras loads each file once (load_model, compile=False)."""
     if name not in _shipped_cache:
         path = shipped_weights(name)
-        spec = load_spec(path)
-        x = images.astype(np.float32) / np.float32(255)
-        x = np.ascontiguousarray(x[:, None] if spec.data_format == "channels_first" else x[..., None])
         model = kf.keras_model(path)
-        keras_shape = (len(x),) + tuple(int(d) for d in model.inputs[0].shape[1:])   # (N, 28, 28, 1), (N, 28, 28)...
-        y = keras_predict(model, x.reshape(keras_shape))
-        _shipped_cache[name] = (x, keras_probabilities(y, logits=spec.layers[-1].activation != "softmax"))
+        keras_shape = (len(images),) + tuple(int(d) for d in model.inputs[0].shape[1:])  # (N, 28, 28, 1), ...
+        x = np.ascontiguousarray((images.astype(np.float32) / np.float32(255)).reshape(keras_shape))
+        y = keras_predict(model, x)
+        logits = lenet.load(path)._network.output_kind != "softmax"
+        _shipped_cache[name] = (x, keras_probabilities(y, logits=logits))
     return _shipped_cache[name]
 
 

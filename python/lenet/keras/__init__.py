@@ -130,8 +130,8 @@ def _read_h5(f: h5py.File, where: str, arch: Any) -> ModelSpec:
             f"{where}: an HDF5 file without Keras content (no 'model_weights' group, no 'layer_names' "
             "attribute, no 'layers' group)")
     version, backend = hdf5.keras_version(f, where) if legacy else ("", "")
-    if legacy and not version:
-        version = "1"   # as Keras reads it: a file without keras_version was written by Keras 1
+    if legacy and not backend:   # Keras 1 never recorded it: its weight names tell
+        backend = legacy_h5.backend_from_names(legacy_h5.weights_group(f, where), where)
     if arch is not None:
         a = _resolve_arch_for(arch, where)
     elif legacy == "full":
@@ -151,18 +151,24 @@ def _read_h5(f: h5py.File, where: str, arch: Any) -> ModelSpec:
     if legacy:
         group = legacy_h5.weights_group(f, where)
         return _build(a, lambda ar, wanted: legacy_h5.read_weights(group, ar, wanted, where, _keras1_layout(ar)),
-                      where, "keras-h5-" + legacy, version, backend, scale)
+                      where, "keras-h5-" + legacy, version, backend, scale, legacy=True)
     return _build(a, lambda ar, wanted: keras3_h5.read_weights(f, ar, wanted, where), where, "keras3-weights-h5",
                   "", "", scale)
 
 
 def _build(a: _Arch, read_weights: Callable, where: str, kind: str, version: str, backend: str,
-           input_scale: Optional[float]) -> ModelSpec:
+           input_scale: Optional[float], legacy: bool = False) -> ModelSpec:
     """Architecture a + weights from read_weights -> ModelSpec. ``where`` is the weights file."""
     ctx = where if a.source == where else f"{where} (architecture from {a.source})"
     backend = backend or a.backend
-    writer = config.writer_of(a.config, version or a.keras_version)
+    # A legacy file without keras_version was written by Keras 1, as Keras reads it (the
+    # architecture's own version, when it has one, says which 1.x).
+    version = version or a.keras_version or ("1" if legacy else "")
+    writer = config.writer_of(a.config, version)
     arch = config.parse(a.config, ctx, writer)
+    arch.version, arch.backend = version, backend.lower()
+    if arch.backend == "theano":
+        _check_theano_padding(arch, ctx)
     slots = _core.expected_weights(arch.records, list(arch.input_shape), ctx)
     wanted = [(leaf, slots[leaf.record]) for leaf in arch.leaves
               if slots[leaf.record] and not arch.records[leaf.record].weight_names()]
@@ -190,9 +196,28 @@ def _unflip_theano_kernels(arch: config.Architecture) -> None:
                 rec.set_weight(name, np.ascontiguousarray(w[::-1, ::-1]))
 
 
+def _check_theano_padding(arch: config.Architecture, where: str) -> None:
+    """Theano's border_mode='same' pads symmetrically (k // 2 for a convolution, k - 1
+    for a pooling) and crops the end: TensorFlow's rule only for a convolution with an
+    odd kernel and stride 1."""
+    for rec in arch.records:
+        if not rec.same_padding:
+            continue
+        conv = rec.kind in _CONV_KERNELS
+        if conv and rec.kernel[0] % 2 and rec.kernel[1] % 2 and tuple(rec.strides) == (1, 1):
+            continue
+        raise UnsupportedModelError(
+            f"{where}: layer '{rec.name}' ({rec.keras_class}): written with the Theano backend, whose "
+            f"border_mode='same' pads differently from TensorFlow's for a {'pooling' if not conv else 'strided or even'}"
+            f" window ({rec.kernel[0]}x{rec.kernel[1]}, stride {rec.strides[0]}x{rec.strides[1]}); not supported")
+
+
 def _keras1_layout(arch: config.Architecture) -> Optional[Callable]:
-    """Keras 1 stored a channels_first ('th') convolution kernel as (filters, in,
-    rows, cols); Keras 2 transposes it to (rows, cols, in, filters) on load."""
+    """Keras 1 layouts, converted as Keras 2 did on load: a channels_first ('th')
+    convolution kernel was stored (filters, in, rows, cols); BatchNormalization's
+    ``running_std`` held a standard deviation up to Keras 1.0.5 (the variance
+    since 1.0.8; 1.0.6-1.0.7 depended on the backend), rewritten here as the
+    variance that gives the same output in TensorFlow's formula."""
     if arch.writer.major != 1:
         return None
 
@@ -201,8 +226,36 @@ def _keras1_layout(arch: config.Architecture) -> Optional[Callable]:
         if rec.kind in _CONV_KERNELS and slot in ("kernel", "depthwise_kernel") and array.ndim == 4 and \
                 rec.data_format == "channels_first":
             return array.transpose(2, 3, 1, 0)
+        if rec.kind == "batch_norm" and slot == "moving_variance":
+            form = _keras1_bn_form(arch, rec)
+            eps = np.float32(rec.epsilon)
+            if form == "std":           # (x - m) / (std + eps)
+                return (array + eps) ** 2 - eps
+            if form == "sqrt_var":      # (x - m) / (sqrt(var) + eps)
+                return (np.sqrt(array) + eps) ** 2 - eps
         return array
     return transform
+
+
+def _keras1_bn_form(arch: config.Architecture, rec: Any) -> str:
+    """What Keras 1's BatchNormalization divided by (tests/keras1_files.py traces it
+    through the backends of each release)."""
+    parts = arch.version.split(".")
+    try:
+        minor, patch = int(parts[1]), int(parts[2]) if len(parts) > 2 else 0
+    except (IndexError, ValueError):
+        minor, patch = 0, 0      # no version: the JSON of Keras <= 1.0.3
+    if (minor, patch) >= (0, 8):
+        return "var"
+    if (minor, patch) <= (0, 4):
+        return "std"
+    if (minor, patch) == (0, 7):
+        return "sqrt_var" if arch.backend == "theano" else "var"
+    if (minor, patch) == (0, 6):
+        return "std" if arch.backend == "theano" else "var"
+    raise UnsupportedModelError(
+        f"{arch.source}: layer '{rec.name}' (BatchNormalization): written by Keras {arch.version}, whose running_std "
+        "is not known to hold a variance or a standard deviation; not supported")
 
 
 def _resolve_arch_for(arch: Any, where: str) -> _Arch:

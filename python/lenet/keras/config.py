@@ -52,6 +52,8 @@ class Architecture:
     top_level: list[str]           # the top-level layers' names, in the model's layer order
     writer: Writer
     source: str = ""
+    version: str = ""              # the Keras version that wrote it, as far as the file says
+    backend: str = ""              # tensorflow, theano, ...
 
 
 def snake_case(name: str) -> str:
@@ -64,7 +66,7 @@ def snake_case(name: str) -> str:
 def writer_of(config: Any, version: str) -> Writer:
     """Keras' major version from the version a file records, else from the config's
     shape (Keras 3 configs carry a 'module' key; Keras 1 ones Keras 1 keys)."""
-    if version[:1] in ("1", "2", "3") and version[1:2] == ".":
+    if version[:1] in ("1", "2", "3") and version[1:2] in (".", ""):
         return Writer(int(version[0]))
     if isinstance(config, dict):
         if isinstance(config.get("keras_version"), str) and config["keras_version"][:2] in ("1.", "2.", "3."):
@@ -116,7 +118,7 @@ class _Builder:
                                  "{'class_name', 'config'} object")
         self.layer_count += 1
         if self.layer_count > LIMITS["layers"]:
-            raise ModelFileError(f"{self.where}: more than {LIMITS['layers']} layers")
+            raise ModelFileError(f"{self.where}: more than {LIMITS['layers']} layers (at most {LIMITS['layers']})")
         cls = hdf5.name(e["class_name"], f"{self.where}: layer #{index}'s class_name")
         cfg = e.get("config")
         if cfg is None:
@@ -240,6 +242,10 @@ class _Builder:
                 batch_shape = entries[0]["build_config"].get("input_shape")
         if batch_shape is None:
             batch_shape = build
+        if batch_shape is None and inputs is None:   # say first what the engine cannot run (Keras 1's Merge)
+            for l in ls:
+                if l.cls not in MODEL_CLASSES:
+                    layers.convert(layers.ALIASES.get(l.cls, l.cls), l.config, self.w(l), self.writer)
         for l in ls:
             if l.cls == "InputLayer":
                 raise ModelFileError(f"{self.w(l)}: an InputLayer that is not the first layer")

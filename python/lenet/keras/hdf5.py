@@ -225,9 +225,10 @@ def input_scale(f: h5py.File, where: str) -> Optional[float]:
     return scale
 
 
-def read_weight(ds: Any, where: str, count: int, ignored: bool) -> np.ndarray:
-    """The values of a weight dataset that should hold ``count`` values: checked before
-    anything is read (a dataset's declared size is only a claim), float32 out."""
+def read_weight(ds: Any, where: str, expected: tuple, ignored: bool) -> np.ndarray:
+    """The values of a weight dataset that should have the shape ``expected`` (the
+    core checks the exact shape; here its size, before anything is read: a dataset's
+    declared size is only a claim), as float32."""
     if not isinstance(ds, h5py.Dataset):
         raise ModelFileError(f"{where}: not a dataset")
     try:
@@ -235,9 +236,9 @@ def read_weight(ds: Any, where: str, count: int, ignored: bool) -> np.ndarray:
         outside = ds.external or ds.is_virtual
     except Exception as e:
         raise ModelFileError(f"{where}: cannot read the dataset's header ({type(e).__name__}: {e})") from e
-    size = math.prod(shape)
-    if size != count:
-        raise ModelFileError(f"{where}: holds {size:,} values {shape}, expected {count:,}")
+    size, count = math.prod(shape), math.prod(expected)
+    if size != count and not (size == 1 and len(expected) <= 1):
+        raise ModelFileError(f"{where}: has shape {shape} ({size:,} values), expected {tuple(expected)}")
     if outside:
         raise ModelFileError(f"{where}: keeps its values in other files "
                              f"({'external storage' if ds.external else 'a virtual dataset'}); lenet reads "

@@ -15,7 +15,6 @@ also looked up with its components joined by backslashes.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Optional
 
 import h5py
@@ -29,7 +28,9 @@ MAX_VARS = 16   # weights of one layer (SeparableConv2D has 3, BatchNormalizatio
 
 
 def is_keras3(f: h5py.File, where: str) -> bool:
-    return resolve(f, ("layers",), where) is not None
+    """A 'layers' group, or root groups named 'layers\\...' (the Windows layout)."""
+    return resolve(f, ("layers",), where) is not None or \
+        any(k.startswith("layers\\") for k in hdf5.keys(f, where))
 
 
 def resolve(group: h5py.Group, path: tuple, where: str) -> Optional[Any]:
@@ -73,6 +74,6 @@ def read_weights(root: h5py.Group, arch: Architecture, wanted: list[tuple[KerasL
             raise ModelFileError(f"{lw}: expected {len(slots)} weights ({want}), '{path}' has {len(found)}")
         for key, (slot, shape, _count_only, ignored) in zip(found, slots):
             dw = f"{where}: '{path}/{key}' ({leaf.name} {slot})"
-            array = hdf5.read_weight(hdf5.get(vars_, key, dw), dw, math.prod(shape), ignored)
+            array = hdf5.read_weight(hdf5.get(vars_, key, dw), dw, tuple(shape), ignored)
             if not ignored:
                 arch.records[leaf.record].set_weight(slot, np.ascontiguousarray(array))

@@ -37,7 +37,7 @@ IDENTITIES = (
     "RandomTranslation", "RandomContrast", "RandomBrightness", "RandomGrayscale", "RandomHue", "RandomSaturation",
     "RandomSharpness", "RandomShear", "RandomPosterization", "RandomInvert", "RandomColorJitter",
     "RandomColorDegeneration", "RandomErasing", "RandomGaussianBlur", "RandomPerspective", "RandomElasticTransform",
-    "AutoContrast", "Solarization", "Equalization", "AugMix", "RandAugment", "MixUp", "CutMix",
+    "Solarization", "Equalization", "AugMix", "RandAugment", "MixUp", "CutMix",
 )
 # Other names Keras has written for the same classes.
 ALIASES = {
@@ -71,7 +71,7 @@ def integer(v: Any, what: str, where: str) -> int:
 def pair(v: Any, what: str, where: str) -> tuple[int, int]:
     if isinstance(v, (list, tuple)):
         if len(v) != 2:
-            raise UnsupportedModelError(f"{where}: {what} {v!r} is not supported (2 values: height, width)")
+            raise ModelFileError(f"{where}: {what} {v!r} must have 2 values (height, width)")
         return integer(v[0], what, where), integer(v[1], what, where)
     n = integer(v, what, where)
     return n, n
@@ -375,14 +375,16 @@ def convert(cls: str, config: dict, where: str, writer: Writer) -> Any:
     UnsupportedModelError for a class the engine does not run."""
     if cls in IDENTITIES:
         return IDENTITY
+    if cls == "Merge":
+        raise UnsupportedModelError(f"{where}: Keras 1's Merge layer joins several inputs (or models); only models "
+                                    "with one input are supported")
     if cls in CODE_LAYERS:
         raise UnsupportedModelError(f"{where}: a {cls} layer holds Python code (or a foreign model), which lenet "
                                     "never runs; rebuild the model from standard Keras layers")
     converter = CONVERTERS.get(cls)
     if converter is None:
-        raise UnsupportedModelError(
-            f"{where}: layer class {cls!r} is not supported (supported: {', '.join(sorted(CONVERTERS))}, "
-            f"InputLayer, and the identities at inference {', '.join(IDENTITIES[:6])}, ...)")
+        raise UnsupportedModelError(f"{where}: layer class {cls!r} is not supported (the layers lenet runs: "
+                                    "lenet.keras.layers.CONVERTERS and IDENTITIES, listed in the README)")
     fields = converter(config, where, writer)
     if fields.get("kind") == "activation" and fields.get("activation") == "linear":
         return IDENTITY
@@ -418,6 +420,13 @@ def keras1_config(cls: str, c: dict) -> tuple[str, dict]:
             c["use_bias"] = c.pop("bias")
     if cls == "Dropout" and "p" in c:
         c["rate"] = c.pop("p")
+    if cls in ("ZeroPadding2D", "Cropping2D"):
+        key = "padding" if cls == "ZeroPadding2D" else "cropping"
+        v = c.get(key)
+        if isinstance(v, dict):        # {"top_pad": 1, "bottom_pad": 1, "left_pad": 2, "right_pad": 2}
+            c[key] = [[v.get("top_pad", 0), v.get("bottom_pad", 0)], [v.get("left_pad", 0), v.get("right_pad", 0)]]
+        elif isinstance(v, (list, tuple)) and len(v) == 4:   # [top, bottom, left, right]
+            c[key] = [[v[0], v[1]], [v[2], v[3]]]
     if cls == "LeakyReLU" and "alpha" in c:
         c["negative_slope"] = c.pop("alpha")
     return ALIASES.get(cls, cls), c

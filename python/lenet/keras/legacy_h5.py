@@ -15,7 +15,6 @@ non-trainable ones). Groups are never iterated: HDF5 lists them alphabetically.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import h5py
@@ -42,6 +41,20 @@ def is_legacy(f: h5py.File, where: str) -> str:
 def weights_group(f: h5py.File, where: str) -> h5py.Group:
     g = hdf5.get(f, "model_weights", where)
     return g if isinstance(g, h5py.Group) else f
+
+
+def backend_from_names(group: h5py.Group, where: str) -> str:
+    """The backend of a file that does not say (Keras 1 never did), from its weight
+    names: TensorFlow's variables end in ':0' (convolution2d_1_W:0), Theano's do not
+    (convolution2d_1_W). '' when the file has no weights to tell."""
+    names = hdf5.str_list_attr(group, "layer_names", where) or []
+    for n in names:
+        g = hdf5.get(group, n, f"{where}: layer '{n}'")
+        if isinstance(g, h5py.Group):
+            wn = hdf5.str_list_attr(g, "weight_names", f"{where}: layer '{n}'") or []
+            if wn:
+                return "tensorflow" if any(":" in w for w in wn) else "theano"
+    return ""
 
 
 def _ordered_slots(leaves: list[tuple[KerasLayer, list]], records: list) -> list[tuple[KerasLayer, tuple]]:
@@ -91,7 +104,7 @@ def read_weights(group: h5py.Group, arch: Architecture, wanted: list[tuple[Keras
             ds = hdf5.get(g, wname, dw)
             if not isinstance(ds, h5py.Dataset):
                 raise ModelFileError(f"{dw}: listed in weight_names but there is no such dataset")
-            array = hdf5.read_weight(ds, dw, math.prod(shape), ignored)
+            array = hdf5.read_weight(ds, dw, tuple(shape), ignored)
             if ignored:
                 continue
             if transform is not None:
