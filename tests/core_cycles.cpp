@@ -10,6 +10,7 @@
 //                             serial one
 //
 // Prints "ok ..." and exits 0; a wrong answer exits 1; a sanitizer report exits non-zero.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -36,78 +37,106 @@ std::vector<float> random_floats(size_t n, std::mt19937& rng, float scale) {
     return v;
 }
 
-LayerSpec conv(const char* name, int kh, int kw, int in, int out, int stride, bool same, Act act,
-               std::mt19937& rng) {
+Tensor tensor(std::vector<int64_t> shape, std::mt19937& rng, float scale) {
+    size_t n = 1;
+    for (auto v : shape) n *= size_t(v);
+    return Tensor{std::move(shape), random_floats(n, rng, scale)};
+}
+
+LayerSpec simple(const char* kind, const char* name, const char* cls, std::vector<int> inputs = {}) {
     LayerSpec l;
-    l.kind = LayerKind::conv2d, l.name = name, l.keras_class = "Conv2D";
-    l.kernel = {kh, kw}, l.strides = {stride, stride}, l.same_padding = same, l.filters = out, l.activation = act;
-    l.weights = random_floats(size_t(kh) * kw * in * out, rng, 0.3f), l.weights_shape = {kh, kw, in, out};
-    l.bias = random_floats(out, rng, 0.1f), l.bias_shape = {out};
+    l.kind = kind, l.name = name, l.keras_class = cls, l.inputs = std::move(inputs);
     return l;
 }
 
-LayerSpec pool(const char* name, LayerKind kind, int k, int stride, bool same) {
-    LayerSpec l;
-    l.kind = kind, l.name = name, l.keras_class = kind == LayerKind::max_pool2d ? "MaxPooling2D" : "AveragePooling2D";
+LayerSpec conv(const char* name, int kh, int kw, int in, int out, int stride, bool same, const char* act,
+               std::mt19937& rng) {
+    LayerSpec l = simple("conv2d", name, "Conv2D");
+    l.kernel = {kh, kw}, l.strides = {stride, stride}, l.same_padding = same, l.filters = out, l.activation = act;
+    l.set_weight("kernel", tensor({kh, kw, in, out}, rng, 0.3f));
+    l.set_weight("bias", tensor({out}, rng, 0.1f));
+    return l;
+}
+
+LayerSpec pool(const char* name, const char* kind, int k, int stride, bool same) {
+    LayerSpec l = simple(kind, name, std::string(kind) == "max_pool2d" ? "MaxPooling2D" : "AveragePooling2D");
     l.kernel = {k, k}, l.strides = {stride, stride}, l.same_padding = same;
     return l;
 }
 
-LayerSpec dense(const char* name, int in, int out, Act act, std::mt19937& rng, bool bias = true) {
-    LayerSpec l;
-    l.kind = LayerKind::dense, l.name = name, l.keras_class = "Dense", l.units = out, l.activation = act;
-    l.weights = random_floats(size_t(in) * out, rng, 0.2f), l.weights_shape = {in, out};
-    if (bias) l.bias = random_floats(out, rng, 0.1f), l.bias_shape = {out};
-    return l;
-}
-
-LayerSpec simple(LayerKind kind, const char* name, const char* cls) {
-    LayerSpec l;
-    l.kind = kind, l.name = name, l.keras_class = cls;
+LayerSpec dense(const char* name, int in, int out, const char* act, std::mt19937& rng, bool bias = true) {
+    LayerSpec l = simple("dense", name, "Dense");
+    l.units = out, l.activation = act, l.use_bias = bias;
+    l.set_weight("kernel", tensor({in, out}, rng, 0.2f));
+    if (bias) l.set_weight("bias", tensor({out}, rng, 0.1f));
     return l;
 }
 
 struct Model {
     std::vector<LayerSpec> layers;
-    Dims input;
-    DataFormat format;
+    std::vector<int64_t> input;  // Keras' per-sample shape
 };
 
+// Each layer reads the one before it unless it says otherwise.
+Model chain(std::vector<LayerSpec> layers, std::vector<int64_t> input) {
+    for (size_t i = 0; i < layers.size(); ++i)
+        if (layers[i].inputs.empty()) layers[i].inputs = {int(i) - 1};
+    return Model{std::move(layers), std::move(input)};
+}
+
 // LeNet-5 as shipped; the KERAS-H5.md test net (odd 'same' pads, strides, same pools);
-// a channels_first net with zero padding, tanh, average pools and CHW flatten rows.
+// a channels_first net with zero padding, tanh, average pools and CHW flatten rows; a
+// graph with the layers of issue 13 (batch norm, depthwise, a residual add, concat,
+// prelu, resizing, reshape, global pooling).
 std::vector<Model> models() {
     std::mt19937 rng(7);
     std::vector<Model> out;
+    out.push_back(chain({conv("c1", 5, 5, 1, 6, 1, true, "relu", rng), pool("s2", "max_pool2d", 2, 2, false),
+                         conv("c3", 5, 5, 6, 16, 1, false, "relu", rng), pool("s4", "max_pool2d", 2, 2, false),
+                         simple("flatten", "f", "Flatten"), dense("f5", 400, 120, "relu", rng),
+                         dense("f6", 120, 84, "relu", rng), dense("out", 84, 10, "softmax", rng)},
+                        {28, 28, 1}));
+    out.push_back(chain({conv("a", 3, 3, 1, 4, 2, true, "relu", rng), conv("b", 4, 4, 4, 5, 1, true, "linear", rng),
+                         pool("m", "max_pool2d", 3, 2, true), pool("v", "avg_pool2d", 2, 2, true),
+                         simple("flatten", "f", "Flatten"), dense("d1", 80, 7, "tanh", rng),
+                         dense("d2", 7, 3, "linear", rng)},   // logits
+                        {28, 28, 1}));
     {
-        Model m{{}, {28, 28, 1}, DataFormat::channels_last};
-        m.layers = {conv("c1", 5, 5, 1, 6, 1, true, Act::relu, rng), pool("s2", LayerKind::max_pool2d, 2, 2, false),
-                    conv("c3", 5, 5, 6, 16, 1, false, Act::relu, rng), pool("s4", LayerKind::max_pool2d, 2, 2, false),
-                    simple(LayerKind::flatten, "f", "Flatten"), dense("f5", 400, 120, Act::relu, rng),
-                    dense("f6", 120, 84, Act::relu, rng), dense("out", 84, 10, Act::softmax, rng)};
-        out.push_back(std::move(m));
-    }
-    {
-        Model m{{}, {28, 28, 1}, DataFormat::channels_last};
-        m.layers = {conv("a", 3, 3, 1, 4, 2, true, Act::relu, rng), conv("b", 4, 4, 4, 5, 1, true, Act::linear, rng),
-                    pool("m", LayerKind::max_pool2d, 3, 2, true), pool("v", LayerKind::avg_pool2d, 2, 2, true),
-                    simple(LayerKind::flatten, "f", "Flatten"), dense("d1", 80, 7, Act::tanh, rng),
-                    dense("d2", 7, 3, Act::linear, rng)};   // logits: the engine appends the softmax
-        out.push_back(std::move(m));
-    }
-    {
-        Model m{{}, {10, 12, 3}, DataFormat::channels_first};
-        LayerSpec pad = simple(LayerKind::zero_pad2d, "zp", "ZeroPadding2D");
+        LayerSpec pad = simple("zero_pad2d", "zp", "ZeroPadding2D");
         pad.pad = {1, 2, 2, 1};
-        LayerSpec resc = simple(LayerKind::rescaling, "r", "Rescaling");
+        LayerSpec resc = simple("rescaling", "r", "Rescaling");
         resc.scale = 0.5f, resc.offset = -0.25f;
-        LayerSpec act = simple(LayerKind::activation, "sig", "Activation");
-        act.activation = Act::sigmoid;
-        LayerSpec flat = simple(LayerKind::flatten, "f", "Flatten");
-        flat.flatten_order = FlattenOrder::chw;
-        m.layers = {resc, pad, conv("c", 3, 3, 3, 4, 1, false, Act::tanh, rng), pad,
-                    pool("a", LayerKind::avg_pool2d, 2, 2, true), act, flat,
-                    dense("d", 4 * 7 * 8, 6, Act::linear, rng, false), dense("o", 6, 4, Act::softmax, rng)};
-        out.push_back(std::move(m));
+        LayerSpec act = simple("activation", "sig", "Activation");
+        act.activation = "sigmoid";
+        LayerSpec c = conv("c", 3, 3, 3, 4, 1, false, "tanh", rng);
+        c.data_format = "channels_first";
+        LayerSpec a = pool("a", "avg_pool2d", 2, 2, true);
+        a.data_format = "channels_first";
+        out.push_back(chain({resc, pad, c, pad, a, act, simple("flatten", "f", "Flatten"),
+                             dense("d", 4 * 7 * 8, 6, "linear", rng, false), dense("o", 6, 4, "softmax", rng)},
+                            {3, 10, 12}));
+    }
+    {
+        LayerSpec reshape = simple("reshape", "rs", "Reshape");
+        reshape.target_shape = {12, 12, 2};
+        LayerSpec bn = simple("batch_norm", "bn", "BatchNormalization");
+        for (const char* w : {"gamma", "beta", "moving_mean"}) bn.set_weight(w, tensor({4}, rng, 0.3f));
+        bn.set_weight("moving_variance", Tensor{{4}, {0.5f, 1.f, 1.5f, 2.f}});
+        LayerSpec dw = simple("depthwise_conv2d", "dw", "DepthwiseConv2D");
+        dw.kernel = {3, 3}, dw.same_padding = true, dw.depth_multiplier = 1, dw.activation = "gelu";
+        dw.set_weight("depthwise_kernel", tensor({3, 3, 4, 1}, rng, 0.3f));
+        dw.set_weight("bias", tensor({4}, rng, 0.1f));
+        LayerSpec prelu = simple("prelu", "pr", "PReLU", {4});
+        prelu.axes = {1, 2};
+        prelu.set_weight("alpha", tensor({1, 1, 4}, rng, 0.2f));
+        LayerSpec cat = simple("concatenate", "cat", "Concatenate", {5, 2});
+        LayerSpec resize = simple("resizing", "rz", "Resizing");
+        resize.size = {7, 9};
+        LayerSpec gap = simple("global_avg_pool2d", "gap", "GlobalAveragePooling2D");
+        out.push_back(chain({reshape, conv("c", 3, 3, 2, 4, 1, true, "linear", rng), bn, dw,
+                             simple("add", "add", "Add", {3, 2}), prelu, cat, resize, gap,
+                             dense("o", 8, 5, "sigmoid", rng)},
+                            {288}));
     }
     return out;
 }
@@ -115,13 +144,13 @@ std::vector<Model> models() {
 std::vector<float> inputs(const Network& net, int n, unsigned seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(0.f, 1.f);
-    std::vector<float> x(size_t(n) * net.input().size());
+    std::vector<float> x(size_t(n) * net.input().d.size());
     for (auto& v : x) v = u(rng);
     return x;
 }
 
 std::unique_ptr<Executor> executor(const Model& m, int threads) {
-    auto net = std::make_shared<Network>(m.layers, m.input, m.format, "core_cycles");
+    auto net = std::make_shared<Network>(m.layers, m.input, "core_cycles");
     BackendOptions o;
     o.threads = threads;
     return std::make_unique<Executor>(net, make_backend("cpu", o), threads);
@@ -148,9 +177,10 @@ int cycles(int n) {
         auto ex = executor(m, 1 + i % 3);
         const int batch = 1 + (i * 7) % 37;
         auto x = inputs(ex->network(), batch, i);
-        std::vector<float> y(size_t(batch) * ex->network().classes());
-        ex->run(x.data(), y.data(), batch);
-        if (!check_probabilities(y, ex->network().classes())) {
+        const int classes = int(ex->network().output_size());
+        std::vector<float> y(size_t(batch) * classes);
+        ex->run(x.data(), y.data(), batch, Executor::Output::probabilities);
+        if (!check_probabilities(y, classes)) {
             std::fprintf(stderr, "cycle %d: bad probabilities\n", i);
             return 1;
         }
@@ -158,8 +188,10 @@ int cycles(int n) {
         // The error paths: a kernel of the wrong shape, an absurd filter count, a bad argument.
         Model bad = m;
         const int which = i % 3;
-        if (which == 0) bad.layers[0].weights_shape[0] += 1;
-        if (which == 1) bad.layers[0].filters = 1 << 30;
+        LayerSpec& first = *std::find_if(bad.layers.begin(), bad.layers.end(),
+                                         [](const LayerSpec& l) { return l.kind == "conv2d"; });
+        if (which == 0) first.weights.at(0).second.shape[0] += 1;
+        if (which == 1) first.filters = 1 << 30;
         try {
             if (which == 2) {
                 ex->run(x.data(), y.data(), -1);
@@ -183,7 +215,7 @@ int threads(int n) {
     const int kThreads = 8;
     for (const Model& m : ms) {
         auto shared = executor(m, 2);
-        const int classes = shared->network().classes();
+        const int classes = int(shared->network().output_size());
         std::vector<std::vector<float>> x(kThreads), want(kThreads);
         for (int t = 0; t < kThreads; ++t) {
             const int batch = 1 + t * 5;

@@ -56,7 +56,7 @@ import numpy as np
 with atheris.instrument_imports(include=["lenet"]):
     import lenet
     import lenet.cli
-    import lenet.model_file
+    import lenet.keras
     import lenet.preprocess
 
 import h5py  # noqa: E402
@@ -106,14 +106,13 @@ def outcome_of(fn) -> str:
 
 
 def run_model(model: "lenet.Model") -> None:
-    """A model that loaded must run: probabilities of the right shape on zeros."""
+    """A model that loaded must run: outputs of the right shape on zeros."""
     eng = lenet.Engine(model, device="cpu", threads=1)
-    h, w, c = model.input_shape
-    x = np.zeros((2, c, h, w) if model.channels_first else (2, h, w, c), np.float32)
-    p = eng.predict_proba(x)
-    assert p.shape == (2, model.classes) and p.dtype == np.float32, p.shape
-    if not np.isfinite(p).all():
-        tally("model output", "non-finite probabilities")
+    x = np.zeros((2,) + tuple(model.input_shape[1:]), np.float32)
+    y = eng.predict(x)
+    assert y.shape == (2,) + tuple(model.output_shape[1:]) and y.dtype == np.float32, y.shape
+    if not np.isfinite(y).all():
+        tally("model output", "non-finite outputs")
 
 
 # ------------------------------------------------------------------------ model seeds
@@ -167,7 +166,7 @@ INTERESTING = [0, 1, -1, 2, 3, 5, 28, 255, 1000, 10**6, 10**9, 2**31 - 1, 2**31,
                0.5, 1.5, -0.0, 1e308, float("nan"), float("inf"), float("-inf"), True, False, None,
                "", "same", "valid", "causal", "full", "SAME", "channels_first", "channels_last", "NCHW",
                "relu", "gelu", "swish", "softmax", "linear", "tanh", "sigmoid", "elu", "selu", "hard_sigmoid",
-               "x" * 5000, "\udcff", "\0", [], [1], [0, 0], [1, 1], [2, 2], [3, 3], [10**9, 10**9], [-1, -1],
+               "x" * 5000, "\udcff", "\0", "max_poo\udce9ing2d", "a\0b", [], [1], [0, 0], [1, 1], [2, 2], [3, 3], [10**9, 10**9], [-1, -1],
                [1, 1, 1], [[1, 1], [1, 1]], [[0, 10**9], [0, 0]], [None, 28, 28, 1], [None, 10**9, 10**9, 1],
                [1, 10**5, 10**5, 10**5], [None, 28, 28], [None, None, None, 1], [None, 1, 1, 10**9], [None],
                [None, 28, 28, 1, 1], {}, {"class_name": "X"}, {"class_name": "Activation", "config": {}},
@@ -180,7 +179,11 @@ ACTIVATIONS = ["relu", "gelu", "swish", "softmax", "linear", "tanh", "sigmoid", 
 CLASSES = ["Conv2D", "Dense", "Flatten", "MaxPooling2D", "AveragePooling2D", "ZeroPadding2D", "Dropout",
            "Activation", "ReLU", "Softmax", "Rescaling", "InputLayer", "BatchNormalization", "Conv1D", "Conv3D",
            "DepthwiseConv2D", "Lambda", "Add", "Concatenate", "Reshape", "LSTM", "Sequential", "Functional",
-           "Model", "", "conv2d", "MaxPool2D", "AvgPool2D", "SpatialDropout2D", "TFOpLambda"]
+           "Model", "", "conv2d", "MaxPool2D", "AvgPool2D", "SpatialDropout2D", "TFOpLambda", "SeparableConv2D",
+           "GlobalAveragePooling2D", "Cropping2D", "Resizing", "UpSampling2D", "Permute", "PReLU", "LeakyReLU",
+           "Normalization", "Multiply", "Subtract", "Maximum", "Convolution2D", "Merge", "Average"]
+# Names are data too: invalid UTF-8 (h5py and JSON give lone surrogates), NUL, very long, empty.
+NAMES = ["max_poo\udce9ing2d_2", "a\0b", "x" * 5000, "", " ", "layers\\conv2d", "../x", "input_1"]
 
 
 def _nodes(tree, path=()):
@@ -223,7 +226,7 @@ def mutate_config(cfg, fdp) -> list[str]:
     """1-4 structured mutations of a model config, in place; returns their names."""
     done = []
     for _ in range(fdp.ConsumeIntInRange(1, 4)):
-        op = fdp.ConsumeIntInRange(0, 11)
+        op = fdp.ConsumeIntInRange(0, 12)
         layers = _layers(cfg)
         if op <= 2:                                   # any value -> an interesting or fuzzed one
             nodes = _nodes(cfg)
@@ -295,6 +298,13 @@ def mutate_config(cfg, fdp) -> list[str]:
                 if isinstance(c, dict):
                     c["input_layers" if fdp.ConsumeBool() else "output_layers"] = [[target, 0, 0]]
                     done.append("graph endpoints moved")
+        elif op == 12 and layers:                     # a layer name replaced by a strange one
+            e = layers[fdp.ConsumeIntInRange(0, len(layers) - 1)]
+            if isinstance(e, dict) and isinstance(e.get("config"), dict):
+                e["config"]["name"] = NAMES[fdp.ConsumeIntInRange(0, len(NAMES) - 1)]
+                if "name" in e:
+                    e["name"] = e["config"]["name"]
+                done.append("strange name")
     return done or ["unchanged"]
 
 
@@ -320,7 +330,7 @@ class ModelConfig:
                 arch = json.dumps(cfg)
             except (ValueError, RecursionError):
                 pass
-        out = outcome_of(lambda: run_model(lenet.Model(lenet.model_file.load_spec(weights, arch=arch))))
+        out = outcome_of(lambda: run_model(lenet.Model(lenet.keras.read_model(weights, arch=arch))))
         for op in set(ops):
             tally(op, out)
         finish_case(out)
@@ -359,10 +369,15 @@ class ModelH5:
         obj = f[name] if name else f
         parent = f[name.rsplit("/", 1)[0]] if "/" in name else f
         base = name.rsplit("/", 1)[-1]
-        op = fdp.ConsumeIntInRange(0, 9)
+        op = fdp.ConsumeIntInRange(0, 10)
         if op == 0 and name:
             del parent[base]
             return "object deleted"
+        if op == 10 and name:                          # an object renamed: invalid UTF-8, long, Windows style
+            new = [b"max_poo\xe9ing2d_2", b"x" * 3000, "layers\\" + base, base + " ", b"\xff"][
+                fdp.ConsumeIntInRange(0, 4)]
+            parent.move(base, new)
+            return "object renamed"
         if op == 1 and isinstance(obj, h5py.Dataset):
             kind = H5_DTYPES[fdp.ConsumeIntInRange(0, len(H5_DTYPES) - 1)]
             shape = obj.shape
@@ -417,14 +432,15 @@ class ModelH5:
         if not attrs:
             return "no-op"
         key = attrs[fdp.ConsumeIntInRange(0, len(attrs) - 1)]
-        choice = fdp.ConsumeIntInRange(0, 12)
+        choice = fdp.ConsumeIntInRange(0, 14)
         if choice == 0:
             del obj.attrs[key]
             return "attribute deleted"
         value = [np.int64(7), np.float64(np.nan), np.zeros(3), np.array([], dtype="f8"), np.bytes_(b"\xff\xfe\x00"),
                  "x" * 70000, np.array([b"a", b"b"]), np.array(["no_such_layer"], dtype=h5py.string_dtype()),
                  np.array([1, 2], dtype="i4"), "{", json.dumps({"class_name": "Sequential", "config": 5}),
-                 np.array([b"conv2d\0\0"] * 3)][choice - 1]
+                 np.array([b"conv2d\0\0"] * 3), np.array([b"max_poo\xe9ing2d_2", b"dense"]),
+                 np.array([b"a\0b"])][choice - 1]
         obj.attrs[key] = value
         return f"attribute {key} replaced"
 

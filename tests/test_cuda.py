@@ -36,8 +36,22 @@ def test_planner_shapes_match_shape_inference(name, batch):
             assert p["cudnn_out"] == p["out"], p["layers"]
 
 
-def _net(layers, hwc=(28, 28, 1)):
-    return lenet._core.Network(layers, hwc, lenet._core.DataFormat.channels_last, "test", classifier=False)
+def _net(layers, shape=(28, 28, 1)):
+    return test_ops.network(layers, shape)
+
+
+@built
+@pytest.mark.parametrize("case", test_ops.GROUPED_CASES)
+@pytest.mark.parametrize("batch", [1, 7])
+def test_planner_grouped_and_dilated_conv_shapes(case, batch):
+    """cuDNN's output shape for grouped and dilated convolutions is the network's."""
+    h, w, ci, co, k, s, d, same, groups = case
+    wt = np.zeros((k[0], k[1], ci // groups, co), np.float32)
+    net = _net([test_ops.layer("conv2d", kernel=k, strides=s, dilation=d, same_padding=same, filters=co,
+                               groups=groups, weights=wt)], (h, w, ci))
+    (p,) = _native.cuda_module.plan(net, batch)
+    h, w, c = net.steps()[0][3]
+    assert p["cudnn_out"] == p["out"] == (batch, c, h, w)
 
 
 @built
@@ -163,10 +177,78 @@ def test_dense_flatten_activation_match_cpu(act):
 
 
 def _compare(layers, x):
-    net = lenet._core.Network(layers, tuple(x.shape[1:]), lenet._core.DataFormat.channels_last, "t", classifier=False)
+    net = test_ops.network(layers, x.shape[1:])
     cpu = lenet._core.Executor(net, "cpu", 1).run(x)
     gpu = lenet._core.Executor(net, "cuda", 1).run(x)
+    assert gpu.shape == cpu.shape
     np.testing.assert_allclose(gpu, cpu, atol=1e-5, rtol=1e-5)
+
+
+def _new_op_cases():
+    """Networks of the steps issue 13 added, each small: (name, layers, input shape)."""
+    rng = np.random.default_rng(11)
+
+    def f(*shape):
+        return (rng.standard_normal(shape) / 2).astype(np.float32)
+    L = test_ops.layer
+    bn = {"gamma": f(4) + 1, "beta": f(4), "moving_mean": f(4), "moving_variance": np.abs(f(4)) + 0.5}
+    cases = [
+        ("grouped", [L("conv2d", kernel=(3, 3), filters=6, groups=2, weights=f(3, 3, 2, 6), bias=f(6))], (9, 8, 4)),
+        ("depthwise", [L("depthwise_conv2d", kernel=(3, 3), depth_multiplier=2, same_padding=True,
+                         named_weights={"depthwise_kernel": f(3, 3, 4, 2), "bias": f(8)})], (9, 8, 4)),
+        ("dilated", [L("conv2d", kernel=(3, 3), dilation=(2, 2), filters=3, weights=f(3, 3, 4, 3))], (9, 8, 4)),
+        ("bn_relu", [L("conv2d", kernel=(3, 3), filters=4, weights=f(3, 3, 4, 4)), L("batch_norm", named_weights=bn),
+                     L("activation", activation="relu")], (9, 8, 4)),
+        ("standalone_bn", [L("batch_norm", named_weights=bn)], (9, 8, 4)),
+        ("prelu", [L("prelu", named_weights={"alpha": np.abs(f(9, 8, 4))})], (9, 8, 4)),
+        ("crop_pad", [L("crop2d", pad=(1, 2, 0, 3)), L("zero_pad2d", pad=(0, 1, 2, 0)),
+                      L("max_pool2d", kernel=(2, 2), strides=(2, 2))], (9, 8, 4)),
+        ("resize", [L("resizing", size=(13, 5)), L("upsampling2d", size=(2, 1), interpolation="nearest")],
+         (9, 8, 4)),
+        ("global", [L("global_avg_pool2d"), L("dense", units=3, weights=f(4, 3))], (9, 8, 4)),
+        ("dense_on_image", [L("dense", units=5, weights=f(4, 5), activation="gelu")], (9, 8, 4)),
+        ("reshape_cf", [L("reshape", target_shape=[4, 6, 6]),
+                        L("max_pool2d", kernel=(2, 2), strides=(2, 2), data_format="channels_first"),
+                        L("permute", axes=[3, 1, 2])], (144,)),
+        ("flatten_cf", [L("conv2d", kernel=(3, 3), filters=3, data_format="channels_first", weights=f(3, 3, 2, 3)),
+                        L("flatten"), L("softmax")], (2, 7, 6)),
+        ("spatial_output_cf", [L("conv2d", kernel=(3, 3), filters=3, data_format="channels_first",
+                                 weights=f(3, 3, 2, 3))], (2, 7, 6)),
+        ("rank2", [L("dense", units=6, weights=f(5, 6)), L("softmax")], (7, 5)),
+        ("merges", [L("conv2d", kernel=(1, 1), filters=4, weights=f(1, 1, 4, 4), inputs=[-1], name="a"),
+                    L("add", inputs=[0, -1]), L("multiply", inputs=[1, 0]), L("average", inputs=[2, 1, 0, -1]),
+                    L("maximum", inputs=[3, -1]), L("subtract", inputs=[4, 0]), L("minimum", inputs=[5, 1])],
+         (9, 8, 4)),
+        ("concat", [L("conv2d", kernel=(1, 1), filters=3, weights=f(1, 1, 4, 3), inputs=[-1]),
+                    L("concatenate", inputs=[0, -1], axes=[-1]), L("concatenate", inputs=[1, 1], axes=[1]),
+                    L("concatenate", inputs=[2, 2], axes=[2])], (9, 8, 4)),
+    ]
+    for name, params in test_ops.ACTIVATION_CASES:
+        cases.append((f"act_{name}", [L("conv2d", kernel=(3, 3), filters=3, weights=f(3, 3, 4, 3), activation=name,
+                                        **params), L("activation", activation=name, **params)], (9, 8, 4)))
+    return cases
+
+
+NEW_OP_CASES = _new_op_cases()
+
+
+@built
+@pytest.mark.parametrize("name,layers,shape", NEW_OP_CASES, ids=[c[0] for c in NEW_OP_CASES])
+def test_planner_takes_every_new_step(name, layers, shape):
+    """Every step of the new layers gets a plan (descriptors where cuDNN runs it) without a GPU."""
+    net = test_ops.network(layers, shape)
+    plan = _native.cuda_module.plan(net, 3)
+    assert [p["op"] for p in plan] == [s[0] for s in net.steps()]
+    for p in plan:
+        if p["cudnn_out"] is not None:
+            assert p["cudnn_out"] == p["out"], name
+
+
+@pytest.mark.requires_cuda
+@pytest.mark.parametrize("name,layers,shape", NEW_OP_CASES, ids=[c[0] for c in NEW_OP_CASES])
+def test_new_steps_match_cpu(name, layers, shape):
+    x = np.random.default_rng(12).standard_normal((5,) + tuple(shape)).astype(np.float32)
+    _compare(layers, x)
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ def png_bytes(img):
 def test_default_engine_describes_itself(engine):
     assert engine.device == "cpu"
     assert engine.classes == 10
-    assert engine.model.input_shape == (28, 28, 1)
+    assert engine.model.input_shape == engine.input_shape == (None, 28, 28, 1)
     text = engine.summary()
     for name in ("conv2d", "max_pooling2d", "dense", "total parameters"):
         assert name in text
@@ -47,7 +47,7 @@ def test_default_engine_describes_itself(engine):
 def test_shipped_models_load():
     for name in lenet.SHIPPED_MODELS:
         m = lenet.load(name)
-        assert m.classes == 10 and m.input_shape == (28, 28, 1)
+        assert m.classes == 10 and m.input_shape == (None, 28, 28, 1) and m.image_shape == (28, 28, 1)
         assert abs(m.input_scale - 1 / 255) < 1e-9
 
 

@@ -128,7 +128,7 @@ def test_core_load_infer_release_cycles_do_not_leak(sanitized):
 def test_core_threads_get_the_serial_answers(sanitized):
     _, driver, _ = sanitized
     log = _fail_on_reports(_run([str(driver), "threads", "250"], env=_driver_env()), "core_cycles threads 250")
-    assert "ok threads=8 calls=250 models=3" in log, log
+    assert "ok threads=8 calls=250 models=4" in log, log
 
 
 def test_python_suite_on_the_sanitized_core(sanitized):

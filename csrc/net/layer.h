@@ -44,7 +44,7 @@ struct Tensor {
     X(int, depth_multiplier, 1, "depthwise / separable conv channels per input channel")                         \
     X(bool, use_bias, true, "conv / dense: a bias weight is present")                                             \
     X(Int4, pad, (Int4{0, 0, 0, 0}), "zero padding or cropping (top, bottom, left, right)")                        \
-    X(std::string, activation, "linear", "the activation: linear, relu, elu, gelu, ... (activation.h)")         \
+    X(std::string, activation, "linear", "the activation: linear, relu, elu, gelu, ... (LENET_ACTIVATIONS, network.h)")         \
     X(float, alpha, 0.f, "activation parameter: relu negative slope, elu alpha, hard sigmoid slope")             \
     X(float, beta, 0.f, "activation parameter: hard sigmoid offset")                                              \
     X(float, max_value, std::numeric_limits<float>::infinity(), "relu ceiling")                                   \

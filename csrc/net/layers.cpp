@@ -58,6 +58,7 @@ std::string ints_str(const std::vector<int>& v) {
 
 int LayerContext::canonical_axis(const Shape& s, int keras_axis, const char* what) const {
     const int a = keras_axis < 0 ? keras_axis + s.rank + 1 : keras_axis;
+    if (a == 0) fail_unsupported(std::string(what) + " " + std::to_string(keras_axis) + " is the batch axis");
     if (a < 1 || a > s.rank)
         fail_file(std::string(what) + " " + std::to_string(keras_axis) + " is not an axis of a tensor of shape " +
                   s.str() + " (the batch axis 0 excluded)");

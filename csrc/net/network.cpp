@@ -198,7 +198,7 @@ Analysis analyze(const std::vector<LayerSpec>& layers, const std::vector<int64_t
                        "takes " + (rule->min_inputs == rule->max_inputs ? std::to_string(rule->min_inputs)
                                                                         : std::to_string(rule->min_inputs) + " to " +
                                                                               std::to_string(rule->max_inputs)) +
-                           " inputs, got " + std::to_string(n),
+                           (rule->max_inputs == 1 ? " input" : " inputs") + ", got " + std::to_string(n),
                        true);
         std::vector<Shape> in;
         for (int j : l.inputs) {

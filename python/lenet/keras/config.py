@@ -39,7 +39,7 @@ class KerasLayer:
     raw: Any = None                # the config as written (a nested model's may be a list)
     record: Optional[int] = None   # its record in Architecture.records (None: InputLayer, identity, model)
     keras3_path: tuple = ()        # its group in a Keras 3 weights file, e.g. ("layers", "conv2d")
-    legacy_owner: str = ""         # the top-level layer holding its weights in a legacy .h5
+    legacy_owner: int = -1         # the top-level layer (its index) holding its weights in a legacy .h5
     trainable: bool = True         # as Keras decides it (a frozen model freezes its layers)
 
 
@@ -49,7 +49,7 @@ class Architecture:
     input_shape: tuple             # Keras' per-sample input shape
     name: str
     leaves: list[KerasLayer]       # layers with records, in the model's layer order (nested ones expanded)
-    top_level: list[str]           # the top-level layers' names, in the model's layer order
+    top_level: list[str]           # the top-level layers' names, in the model's layer order (legacy_owner indexes it)
     writer: Writer
     source: str = ""
     version: str = ""              # the Keras version that wrote it, as far as the file says
@@ -86,7 +86,7 @@ def parse(config: Any, where: str, writer: Writer) -> Architecture:
         raise ModelFileError(f"{where}: the architecture is not a Keras model config (no 'class_name')")
     b = _Builder(where, writer)
     try:
-        out, top = b.model(config, None, (), "", True, top=True)
+        out, top = b.model(config, None, (), -1, True, top=True)
     except RecursionError as e:
         raise ModelFileError(f"{where}: the architecture nests models too deeply") from e
     if out == -1:
@@ -133,6 +133,11 @@ class _Builder:
             cls, cfg = layers.keras1_config(cls, cfg)
         return KerasLayer(cls, name or f"#{index}", cfg if isinstance(cfg, dict) else {}, cfg)
 
+    def check_count(self, entries: list) -> None:
+        if self.layer_count + len(entries) > LIMITS["layers"]:
+            raise ModelFileError(f"{self.where}: {self.layer_count + len(entries):,} layers (at most "
+                                 f"{LIMITS['layers']})")
+
     def record(self, l: KerasLayer, inputs: list[int]) -> int:
         """The value of layer l applied to `inputs`: a new record, or its input for an identity."""
         cls = layers.ALIASES.get(l.cls, l.cls)
@@ -173,7 +178,7 @@ class _Builder:
 
     # A model (top-level or nested), applied to `inputs` (None: the model input);
     # returns (its output value, its top-level layer names).
-    def model(self, cfg: dict, inputs: Optional[list[int]], path: tuple, owner: str, trainable: bool,
+    def model(self, cfg: dict, inputs: Optional[list[int]], path: tuple, owner: int, trainable: bool,
               top: bool = False) -> tuple[int, list[str]]:
         cls = cfg.get("class_name")
         body = cfg.get("config")
@@ -212,9 +217,10 @@ class _Builder:
             out.append(key)
         return out
 
-    def apply(self, l: KerasLayer, key: str, inputs: list[int], path: tuple, owner: str, trainable: bool) -> int:
+    def apply(self, l: KerasLayer, key: str, inputs: list[int], path: tuple, owner: int, trainable: bool) -> int:
+        """Layer l on `inputs`; `owner`: its top-level layer's index (its own when it is one)."""
         l.keras3_path = path + ("layers", key)
-        l.legacy_owner = owner or l.name
+        l.legacy_owner = owner
         l.trainable = trainable and l.config.get("trainable", True) is not False
         if l.cls in MODEL_CLASSES:
             if len(inputs) != 1:
@@ -224,8 +230,9 @@ class _Builder:
             return out
         return self.record(l, inputs)
 
-    def sequential(self, entries: list, build: Any, inputs: Optional[list[int]], path: tuple, owner: str,
+    def sequential(self, entries: list, build: Any, inputs: Optional[list[int]], path: tuple, owner: int,
                    trainable: bool, top: bool) -> tuple[int, list[str]]:
+        self.check_count(entries)
         ls = [self.entry(e, i) for i, e in enumerate(entries)]
         if not ls:
             raise ModelFileError(f"{self.where}: a Sequential model without layers")
@@ -256,15 +263,16 @@ class _Builder:
             self.input_shape = self.input_dims(batch_shape, f"{self.where}: the input")
             inputs = [-1]
         value = inputs
-        for l, key in zip(ls, self.keras3_keys(ls)):
-            value = [self.apply(l, key, value, path, owner, trainable)]
+        for i, (l, key) in enumerate(zip(ls, self.keras3_keys(ls))):
+            value = [self.apply(l, key, value, path, i if top else owner, trainable)]
         return value[0], [l.name for l in ls]
 
-    def functional(self, body: dict, inputs: Optional[list[int]], path: tuple, owner: str, trainable: bool,
+    def functional(self, body: dict, inputs: Optional[list[int]], path: tuple, owner: int, trainable: bool,
                    top: bool) -> tuple[int, list[str]]:
         ls: list[KerasLayer] = []
         by_name: dict[str, KerasLayer] = {}
         inbound: dict[str, list[str]] = {}
+        self.check_count(body["layers"])
         for i, e in enumerate(body["layers"]):
             l = self.entry(e, i)
             if isinstance(e, dict) and isinstance(e.get("name"), str):
@@ -295,6 +303,7 @@ class _Builder:
             inputs = [-1]
         values: dict[str, int] = {first.name: inputs[0]}
         keys = dict(zip((l.name for l in ls), self.keras3_keys(ls)))
+        index = {l.name: i for i, l in enumerate(ls)}
         # Every layer after the layers it reads, in config order otherwise.
         pending = [l for l in ls if l is not first]
         while pending:
@@ -308,7 +317,8 @@ class _Builder:
                 srcs = inbound[l.name]
                 if not srcs:
                     raise ModelFileError(f"{self.w(l)}: a layer with no inputs")
-                values[l.name] = self.apply(l, keys[l.name], [values[n] for n in srcs], path, owner, trainable)
+                values[l.name] = self.apply(l, keys[l.name], [values[n] for n in srcs], path,
+                                            index[l.name] if top else owner, trainable)
             pending = [l for l in pending if l.name not in values]
         return values[outs[0]], [l.name for l in ls]
 

@@ -83,18 +83,18 @@ def read_weights(group: h5py.Group, arch: Architecture, wanted: list[tuple[Keras
         wn = hdf5.str_list_attr(g, "weight_names", f"{gw}: layer '{n}'") or []
         if wn:
             in_file.append((n, g, wn))
-    owners: dict[str, list] = {}
+    owners: dict[int, list] = {}
     for leaf, slots in wanted:
         owners.setdefault(leaf.legacy_owner, []).append((leaf, slots))
-    ordered = [n for n in arch.top_level if n in owners]
+    ordered = sorted(owners)   # top-level layers with weights, in the model's layer order
     if len(ordered) != len(in_file):
         raise ModelFileError(
             f"{arch.source}: the architecture has {len(ordered)} layers with weights "
-            f"({', '.join(ordered) or 'none'}) but the file has {len(in_file)} "
+            f"({', '.join(arch.top_level[i] for i in ordered) or 'none'}) but the file has {len(in_file)} "
             f"({', '.join(n for n, _, _ in in_file) or 'none'})")
     for owner, (gname, g, wn) in zip(ordered, in_file):
         expected = _ordered_slots(owners[owner], arch.records)
-        lw = f"{arch.source}: layer '{owner}'"
+        lw = f"{arch.source}: layer '{arch.top_level[owner]}'"
         if len(wn) != len(expected):
             want = ", ".join(f"{leaf.name}/{slot[0]}" for leaf, slot in expected)
             raise ModelFileError(f"{lw}: expected {len(expected)} weights ({want}), the file's group '{gname}' has "
