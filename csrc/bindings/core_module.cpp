@@ -36,9 +36,12 @@ py::tuple to_tuple(const std::vector<int64_t>& v) {
     return t;
 }
 
-py::array_t<float> run(Executor& ex, const py::array_t<float, py::array::c_style>& x, const std::string& output) {
+// The executor on a C-contiguous float32 batch in the model's input shape; the
+// outputs in the model's output shape.
+py::array_t<float> run(Executor& ex, const py::array_t<float, py::array::c_style>& x, Executor::Output mode) {
     const Network& net = ex.network();
-    const std::vector<int64_t> expect = net.input().keras();
+    const Shape& in = net.input();
+    const auto expect = in.keras();
     bool ok = x.ndim() == py::ssize_t(expect.size()) + 1;
     for (size_t i = 0; ok && i < expect.size(); ++i) ok = x.shape(i + 1) == expect[i];
     if (!ok) {
@@ -47,17 +50,11 @@ py::array_t<float> run(Executor& ex, const py::array_t<float, py::array::c_style
         for (py::ssize_t i = 0; i < x.ndim(); ++i) got += (i ? ", " : "") + std::to_string(x.shape(i));
         throw InputError("expected a float32 array of shape " + want + "), got " + got + ")");
     }
-    Executor::Output mode;
-    if (output == "raw")
-        mode = Executor::Output::raw;
-    else if (output == "probabilities")
-        mode = Executor::Output::probabilities;
-    else
-        throw InputError("output must be 'raw' or 'probabilities', got '" + output + "'");
     const int64_t n = x.shape(0);
-    std::vector<py::ssize_t> shape{py::ssize_t(n)};
-    for (auto v : net.output().keras()) shape.push_back(py::ssize_t(v));
-    py::array_t<float> y(shape);
+    const auto out = net.output().keras();
+    py::ssize_t shape[4] = {py::ssize_t(n), 1, 1, 1};
+    for (size_t i = 0; i < out.size(); ++i) shape[i + 1] = py::ssize_t(out[i]);
+    py::array_t<float> y(std::vector<py::ssize_t>(shape, shape + out.size() + 1));
     const float* src = x.data();
     float* dst = y.mutable_data();
     {
@@ -244,9 +241,18 @@ PYBIND11_MODULE(_core, m) {
              }),
              py::arg("network"), py::arg("device"), py::arg("threads"), py::arg("allow_tf32") = false,
              py::arg("cuda_graphs") = true, py::arg("cpu_kernels") = "auto")
-        .def("run", &run, py::arg("x"), py::arg("output") = "raw",
-             "The outputs (output='raw', as Keras' predict) or a distribution per image "
-             "(output='probabilities') for a C-contiguous float32 batch in the model's input shape.")
+        .def(
+            "run", [](Executor& ex, const py::array_t<float, py::array::c_style>& x) {
+                return run(ex, x, Executor::Output::raw);
+            },
+            py::arg("x"), "The outputs, as Keras' predict gives them, for a C-contiguous float32 batch in the "
+                          "model's input shape.")
+        .def(
+            "probabilities", [](Executor& ex, const py::array_t<float, py::array::c_style>& x) {
+                return run(ex, x, Executor::Output::probabilities);
+            },
+            py::arg("x"), "A distribution over the classes per input (see Executor::Output), for a C-contiguous "
+                          "float32 batch in the model's input shape.")
         .def_property_readonly("device", [](const Executor& e) { return e.backend().name(); })
         .def_property_readonly("description", [](const Executor& e) { return e.backend().description(); })
         .def_property_readonly("threads", &Executor::threads);

@@ -96,6 +96,8 @@ class Model:
         self.spec = spec
         self._network = _core.Network(spec.layers, list(spec.input_shape), spec.source)
         self._image_shape = _image_shape(spec, self._network)
+        self._input_shape = (None,) + tuple(self._network.input_shape)
+        self._output_shape = (None,) + tuple(self._network.output_shape)
 
     @property
     def source(self) -> str:
@@ -104,12 +106,12 @@ class Model:
     @property
     def input_shape(self) -> tuple:
         """The model's input shape as Keras gives it: (None, 28, 28, 1), (None, 784), ..."""
-        return (None,) + tuple(self._network.input_shape)
+        return self._input_shape
 
     @property
     def output_shape(self) -> tuple:
         """The model's output shape as Keras gives it: (None, 10), ..."""
-        return (None,) + tuple(self._network.output_shape)
+        return self._output_shape
 
     @property
     def image_shape(self) -> Optional[tuple[int, int, int]]:
@@ -281,6 +283,7 @@ class Engine:
             raise InputError(f"cpu_kernels must be a string, got {cpu_kernels!r}")
         self._executor = _core.Executor(self.model._network, self.device, threads, allow_tf32, cuda_graphs,
                                         cpu_kernels)
+        self._rank = len(self.model.input_shape)
 
     @property
     def threads(self) -> int:
@@ -308,18 +311,18 @@ class Engine:
         as Keras' ``model.predict(x)`` gives them: probabilities from a softmax,
         logits from a linear layer, sigmoids from a sigmoid. ``batch_size``: images
         per call to the engine (all at once by default; the result is the same)."""
-        return self._run(x, "raw", batch_size, "predict")
+        return self._run(x, self._executor.run, batch_size, "predict")
 
     def predict_proba(self, x: Any, batch_size: Optional[int] = None) -> np.ndarray:
         """A distribution over the classes per input (see ``Result``): ``predict``'s
         outputs when the model ends in a softmax. A single input without the batch
         axis is accepted too."""
-        return self._run(x, "probabilities", batch_size, "predict_proba")
+        return self._run(x, self._executor.probabilities, batch_size, "predict_proba")
 
-    def _run(self, x: Any, output: str, batch_size: Optional[int], what: str) -> np.ndarray:
+    def _run(self, x: Any, run: Callable, batch_size: Optional[int], what: str) -> np.ndarray:
         if type(x) is np.ndarray and x.dtype == np.float32 and x.flags.c_contiguous and batch_size is None and \
-                x.ndim == len(self.input_shape):
-            return self._executor.run(x, output)  # the common case: the core checks the shape
+                x.ndim == self._rank:
+            return run(x)  # the common case: the core checks the shape
         if not isinstance(x, np.ndarray):
             raise InputError(f"{what} takes a NumPy array, got {type(x).__name__}")
         if x.dtype.kind not in "fiu" or x.dtype == np.bool_:
@@ -334,10 +337,9 @@ class Engine:
                                        or batch_size < 1):
             raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
         step = batch_size or max(1, len(x))
-        parts = [self._executor.run(np.ascontiguousarray(x[i:i + step], dtype=np.float32), output)
-                 for i in range(0, len(x), step)]
+        parts = [run(np.ascontiguousarray(x[i:i + step], dtype=np.float32)) for i in range(0, len(x), step)]
         if not parts:
-            return self._executor.run(np.zeros((0,) + sample, np.float32), output)
+            return run(np.zeros((0,) + sample, np.float32))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def infer(self, images: Any, mode: str = "auto",
@@ -381,7 +383,7 @@ class Engine:
     def _probabilities(self, x: np.ndarray) -> np.ndarray:
         """Probabilities for a batch of images as preprocess gives them (n, H, W, C), or
         (n, C, H, W) for a channels_first model: reshaped to the model's input."""
-        return self._executor.run(x.reshape((len(x),) + tuple(self.input_shape[1:])), "probabilities")
+        return self._executor.probabilities(x.reshape((len(x),) + self.input_shape[1:]))
 
     def _classify(self, batch: Batch) -> Union[Result, list[Result]]:
         probs = self._probabilities(batch.x)
