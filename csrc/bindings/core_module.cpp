@@ -40,8 +40,7 @@ py::tuple to_tuple(const std::vector<int64_t>& v) {
 // outputs in the model's output shape.
 py::array_t<float> run(Executor& ex, const py::array_t<float, py::array::c_style>& x, Executor::Output mode) {
     const Network& net = ex.network();
-    const Shape& in = net.input();
-    const auto expect = in.keras();
+    const auto& expect = net.input_shape();
     bool ok = x.ndim() == py::ssize_t(expect.size()) + 1;
     for (size_t i = 0; ok && i < expect.size(); ++i) ok = x.shape(i + 1) == expect[i];
     if (!ok) {
@@ -51,10 +50,10 @@ py::array_t<float> run(Executor& ex, const py::array_t<float, py::array::c_style
         throw InputError("expected a float32 array of shape " + want + "), got " + got + ")");
     }
     const int64_t n = x.shape(0);
-    const auto out = net.output().keras();
-    py::ssize_t shape[4] = {py::ssize_t(n), 1, 1, 1};
+    const auto& out = net.output_shape();
+    std::vector<py::ssize_t> shape(out.size() + 1, py::ssize_t(n));
     for (size_t i = 0; i < out.size(); ++i) shape[i + 1] = py::ssize_t(out[i]);
-    py::array_t<float> y(std::vector<py::ssize_t>(shape, shape + out.size() + 1));
+    py::array_t<float> y(std::move(shape));
     const float* src = x.data();
     float* dst = y.mutable_data();
     {

@@ -431,6 +431,8 @@ Network::Network(std::vector<LayerSpec> layers, const std::vector<int64_t>& inpu
     const Analysis a = analyze(layers, input, source_, true);
     input_ = a.input;
     output_ = a.shapes.back();
+    input_shape_ = input_.keras();
+    output_shape_ = output_.keras();
     channels_first_ = a.channels_first;
 
     // Lower every layer; value_of[i]: the step whose output is layer i's.

@@ -143,6 +143,9 @@ public:
     const std::vector<Step>& steps() const { return steps_; }
     const Shape& input() const { return input_; }
     const Shape& output() const { return output_; }
+    // Keras' per-sample input and output shapes (input().keras(), kept: asked on every call).
+    const std::vector<int64_t>& input_shape() const { return input_shape_; }
+    const std::vector<int64_t>& output_shape() const { return output_shape_; }
     // Values per image in the output.
     int64_t output_size() const { return output_.d.size(); }
     OutputKind output_kind() const { return output_kind_; }
@@ -166,6 +169,7 @@ private:
     std::vector<Step> steps_;
     std::vector<LayerSummary> summary_;
     Shape input_, output_;
+    std::vector<int64_t> input_shape_, output_shape_;
     OutputKind output_kind_ = OutputKind::scores;
     bool channels_first_ = false;
     std::string source_;

@@ -311,18 +311,22 @@ class Engine:
         as Keras' ``model.predict(x)`` gives them: probabilities from a softmax,
         logits from a linear layer, sigmoids from a sigmoid. ``batch_size``: images
         per call to the engine (all at once by default; the result is the same)."""
+        if type(x) is np.ndarray and x.dtype == np.float32 and x.flags.c_contiguous and batch_size is None and \
+                x.ndim == self._rank:
+            return self._executor.run(x)  # the common case: the core checks the shape
         return self._run(x, self._executor.run, batch_size, "predict")
 
     def predict_proba(self, x: Any, batch_size: Optional[int] = None) -> np.ndarray:
         """A distribution over the classes per input (see ``Result``): ``predict``'s
         outputs when the model ends in a softmax. A single input without the batch
         axis is accepted too."""
+        if type(x) is np.ndarray and x.dtype == np.float32 and x.flags.c_contiguous and batch_size is None and \
+                x.ndim == self._rank:
+            return self._executor.probabilities(x)  # the common case: the core checks the shape
         return self._run(x, self._executor.probabilities, batch_size, "predict_proba")
 
     def _run(self, x: Any, run: Callable, batch_size: Optional[int], what: str) -> np.ndarray:
-        if type(x) is np.ndarray and x.dtype == np.float32 and x.flags.c_contiguous and batch_size is None and \
-                x.ndim == self._rank:
-            return run(x)  # the common case: the core checks the shape
+        """predict / predict_proba on anything but a ready batch: checked, converted, chunked."""
         if not isinstance(x, np.ndarray):
             raise InputError(f"{what} takes a NumPy array, got {type(x).__name__}")
         if x.dtype.kind not in "fiu" or x.dtype == np.bool_:
