@@ -874,3 +874,33 @@ def test_zip_without_config(tmp_path):
     with zipfile.ZipFile(p, "w") as z:
         z.writestr("hello.txt", "hi")
     raises(ModelFileError, p, "config.json")
+
+
+# ------------------------------------------------------------------ strings are data
+
+@pytest.mark.parametrize("name,frag", [("max_poo\udce9ing2d_2", "not valid UTF-8"), ("a\0b", "NUL"),
+                                       ("x" * 5000, "5,000 characters")])
+def test_strange_layer_names_in_a_config(fixtures, tmp_path, name, frag):
+    """Found by an independent mutation fuzz: a name with an invalid UTF-8 byte (as h5py
+    and JSON escapes give it) escaped as a pybind TypeError."""
+    p = copy(fixture(fixtures, "k3_testnet").weights, tmp_path)
+    edit_config(p, lambda c: layer_cfg(c, "d1")["config"].update(name=name))
+    raises(ModelFileError, p, frag)
+
+
+def test_invalid_utf8_in_layer_names_attribute(fixtures, tmp_path):
+    p = copy(fixture(fixtures, "k2_testnet").weights, tmp_path)
+    with h5py.File(p, "a") as f:
+        names = [n.decode() if isinstance(n, bytes) else n for n in f["model_weights"].attrs["layer_names"]]
+        f["model_weights"].attrs["layer_names"] = np.array([n.encode() for n in names[:-1]] + [b"max_poo\xe9ing"])
+    raises(ModelFileError, p, "not UTF-8")
+
+
+def test_empty_and_duplicate_names(fixtures, tmp_path):
+    """Empty names are named by position; duplicates in a Sequential model load by order (as Keras)."""
+    fx = fixture(fixtures, "k3_testnet")
+    p = copy(fx.weights, tmp_path)
+    edit_config(p, lambda c: (layer_cfg(c, "d1")["config"].update(name=""), layer_cfg(c, "p1")["config"].update(
+        name="c1")))
+    spec = lenet.load(p).spec
+    assert [l.name for l in spec.layers][2:6] == ["c1", "p2", "fl", "#6"]

@@ -143,3 +143,12 @@ def test_every_keras_layer_class(layer_zoo, cls):
 
 def test_the_layer_walker_covers_keras():
     assert kz.layer_coverage()["uncovered"] == []
+
+
+@pytest.mark.requires_cuda
+@pytest.mark.parametrize("case", list(kz.CASES))
+def test_zoo_parity_on_the_gpu(zoo, case):
+    """The same models on the CUDA backend (NCHW, cuDNN, cuBLAS and the small kernels)."""
+    for z in (z for z in zoo.values() if z.case == case):
+        eng = lenet.Engine(z.path, device="cuda", arch=z.arch)
+        assert_parity(eng.predict(z.x), z.expected, f"{z.name} (cuda)")
