@@ -813,7 +813,6 @@ def build_keras1(directory: Path, only=None) -> dict[str, Keras1File]:
     for name in names:
         spec = specs[name]
         rng = np.random.default_rng(spec["seed"])
-        all_layers = [L for b in spec.get("merge", []) for L in b] + spec["layers"]
         weights = {}
         if spec.get("merge"):
             for b in spec["merge"]:

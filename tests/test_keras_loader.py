@@ -16,8 +16,7 @@ import pytest
 h5py = pytest.importorskip("h5py")
 keras = pytest.importorskip("keras")
 
-import keras_fixtures as kf  # noqa: E402
-from keras_fixtures import FIXTURES, edit_config, fixture, fixtures  # noqa: E402
+from keras_fixtures import FIXTURES, edit_config, fixture, fixtures  # noqa: E402,F401
 
 import lenet  # noqa: E402
 import lenet.keras as lk  # noqa: E402

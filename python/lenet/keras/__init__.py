@@ -317,4 +317,4 @@ def _arch_from_file(p: Path) -> _Arch:
         raise ModelFileError(f"{where}: cannot read the architecture ({type(e).__name__}: {e})") from e
 
 
-__all__ = ["SHIPPED_MODELS", "ModelSpec", "read_model", "shipped_weights", "UnsupportedModelError"]
+__all__ = ["SHIPPED_MODELS", "ModelSpec", "read_model", "shipped_weights"]

@@ -17,13 +17,11 @@ top-level layer whose group holds them in a legacy .h5).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
-import numpy as np
-
 from .._native import _core
-from ..errors import Error, ModelFileError, UnsupportedModelError
+from ..errors import ModelFileError, UnsupportedModelError
 from . import hdf5, layers
 from .layers import Writer
 
