@@ -24,8 +24,12 @@ struct LayerContext {
     [[noreturn]] void fail_unsupported(const std::string& what) const;  // UnsupportedModelError
     // v in [lo, hi], else ModelFileError "<what> = v is out of range [lo, hi]".
     void check_range(const char* what, int64_t v, int64_t lo, int64_t hi) const;
-    // A rank-3 (image) input, else UnsupportedModelError.
+    // The input of a spatial layer: rank 3 (an image), or rank 2 (steps, channels) for a
+    // 1-D layer (kind "...1d"); else UnsupportedModelError.
     const Shape& image_input() const;
+    bool one_d() const;
+    // Whether the layer's kind starts with `prefix` ("max_pool", "crop", ...).
+    bool is(const char* prefix) const;
     // A Shape of the model's format: rank 3 is (c, h, w) to Keras in a channels_first model.
     Shape make(int rank, Dims d) const;
     // A Keras axis (counted with the batch axis, negative from the end) of `s` as a

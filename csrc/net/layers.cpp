@@ -27,9 +27,16 @@ void LayerContext::check_range(const char* what, int64_t v, int64_t lo, int64_t 
                   std::to_string(hi) + "]");
 }
 
+bool LayerContext::one_d() const { return l.kind.size() > 2 && l.kind.compare(l.kind.size() - 2, 2, "1d") == 0; }
+
+bool LayerContext::is(const char* prefix) const { return l.kind.rfind(prefix, 0) == 0; }
+
 const Shape& LayerContext::image_input() const {
-    if (in.at(0).rank != 3)
+    if (one_d()) {
+        if (in.at(0).rank != 2) fail_unsupported("needs a (steps, channels) input, got " + in[0].str());
+    } else if (in.at(0).rank != 3) {
         fail_unsupported("needs an image input (height, width, channels), got " + in[0].str());
+    }
     return in[0];
 }
 
@@ -236,9 +243,13 @@ Shape conv2d_infer(const LayerContext& c, std::vector<WeightSlot>& slots) {
                     std::to_string(x.d.c) + ") and filters (" + std::to_string(l.filters) + ")");
     Pads p;
     const Dims out = window_out(c, x.d, w, l.filters, &p);
-    slots.push_back({"kernel", {w.kh, w.kw, x.d.c / l.groups, l.filters}});
+    // A 1-D convolution is a 2-D one of height 1: its (k, in, out) kernel is the HWIO (1, k, in, out).
+    if (c.one_d())
+        slots.push_back({"kernel", {w.kw, x.d.c / l.groups, l.filters}});
+    else
+        slots.push_back({"kernel", {w.kh, w.kw, x.d.c / l.groups, l.filters}});
     if (l.use_bias) slots.push_back({"bias", {l.filters}});
-    return c.make(3, out);
+    return c.make(x.rank, out);
 }
 
 Step conv_step(const LayerContext& c, Dims in, Dims out, const Window& w, int groups) {
@@ -325,12 +336,12 @@ void dense_lower(const LayerContext& c, const Shape& out, Lowering& low) {
 Shape pool_infer(const LayerContext& c, std::vector<WeightSlot>&) {
     const Shape& x = c.image_input();
     Pads p;
-    return c.make(3, window_out(c, x.d, check_window(c, false), x.d.c, &p));
+    return c.make(x.rank, window_out(c, x.d, check_window(c, false), x.d.c, &p));
 }
 
 void pool_lower(const LayerContext& c, const Shape& out, Lowering& low) {
     const Window w = check_window(c, false);
-    Step s = make_step(c.l.kind == "max_pool2d" ? OpKind::max_pool2d : OpKind::avg_pool2d, out.d, c.l);
+    Step s = make_step(c.is("max_pool") ? OpKind::max_pool2d : OpKind::avg_pool2d, out.d, c.l);
     s.kh = w.kh, s.kw = w.kw, s.sh = w.sh, s.sw = w.sw;
     window_out(c, c.in[0].d, w, out.d.c, &s.pad);
     low.result = low.emit(std::move(s));
@@ -338,12 +349,12 @@ void pool_lower(const LayerContext& c, const Shape& out, Lowering& low) {
 
 Shape global_pool_infer(const LayerContext& c, std::vector<WeightSlot>&) {
     const Shape& x = c.image_input();
-    return c.make(c.l.keepdims ? 3 : 1, Dims{1, 1, x.d.c});
+    return c.make(c.l.keepdims ? x.rank : 1, Dims{1, 1, x.d.c});
 }
 
 void global_pool_lower(const LayerContext& c, const Shape& out, Lowering& low) {
     const Dims in = c.in[0].d;
-    Step s = make_step(c.l.kind == "global_max_pool2d" ? OpKind::max_pool2d : OpKind::avg_pool2d, out.d, c.l);
+    Step s = make_step(c.is("global_max") ? OpKind::max_pool2d : OpKind::avg_pool2d, out.d, c.l);
     s.kh = in.h, s.kw = in.w;
     c.check_range("pool height", in.h, 1, limits::kDim);
     c.check_range("pool width", in.w, 1, limits::kDim);
@@ -353,15 +364,16 @@ void global_pool_lower(const LayerContext& c, const Shape& out, Lowering& low) {
 Shape pad_infer(const LayerContext& c, std::vector<WeightSlot>&) {
     const Shape& x = c.image_input();
     const auto& p = c.l.pad;
-    for (int v : p) c.check_range(c.l.kind == "crop2d" ? "cropping" : "padding", v, 0, limits::kPad);
-    const int sign = c.l.kind == "crop2d" ? -1 : 1;
+    for (int v : p) c.check_range(c.is("crop") ? "cropping" : "padding", v, 0, limits::kPad);
+    if (c.one_d() && (p[0] || p[1])) c.fail_file("a 1-D padding or cropping with a height");
+    const int sign = c.is("crop") ? -1 : 1;
     const Dims out{x.d.h + sign * (p[0] + p[1]), x.d.w + sign * (p[2] + p[3]), x.d.c};
     if (out.h < 1 || out.w < 1) c.fail_file("cropping " + x.str() + " leaves nothing");
-    return c.make(3, out);
+    return c.make(x.rank, out);
 }
 
 void pad_lower(const LayerContext& c, const Shape& out, Lowering& low) {
-    const int sign = c.l.kind == "crop2d" ? -1 : 1;
+    const int sign = c.is("crop") ? -1 : 1;
     Step s = make_step(OpKind::pad2d, out.d, c.l);
     s.pad = {sign * c.l.pad[0], sign * c.l.pad[1], sign * c.l.pad[2], sign * c.l.pad[3]};
     low.result = low.emit(std::move(s));
@@ -384,7 +396,7 @@ Crop resize_crop(const LayerContext& c, Dims in, int oh, int ow) {
 Shape resize_infer(const LayerContext& c, std::vector<WeightSlot>&) {
     const Shape& x = c.image_input();
     int oh = c.l.size[0], ow = c.l.size[1];
-    if (c.l.kind == "upsampling2d") {  // size: integer factors
+    if (c.is("upsampling")) {  // size: integer factors
         c.check_range("upsampling factor", oh, 1, limits::kDim);
         c.check_range("upsampling factor", ow, 1, limits::kDim);
         oh *= x.d.h, ow *= x.d.w;
@@ -396,7 +408,7 @@ Shape resize_infer(const LayerContext& c, std::vector<WeightSlot>&) {
     const Crop box = resize_crop(c, x.d, oh, ow);
     if (c.l.antialias && (oh < box.h || ow < box.w))
         c.fail_unsupported("antialiased downscaling is not supported");
-    return c.make(3, Dims{oh, ow, x.d.c});
+    return c.make(x.rank, Dims{oh, ow, x.d.c});
 }
 
 void resize_lower(const LayerContext& c, const Shape& out, Lowering& low) {
@@ -722,6 +734,16 @@ const LayerRule kRules[] = {
     {"maximum", 2, kMany, merge_infer, merge_lower, false},
     {"minimum", 2, kMany, merge_infer, merge_lower, false},
     {"concatenate", 1, kMany, concat_infer, concat_lower, false},
+    // 1-D layers on (steps, channels): the 2-D ones with height 1 (kernel, strides,
+    // dilation, size and pad given as (1, k), (0, 0, left, right)).
+    {"conv1d", 1, 1, conv2d_infer, conv2d_lower, false},
+    {"max_pool1d", 1, 1, pool_infer, pool_lower, false},
+    {"avg_pool1d", 1, 1, pool_infer, pool_lower, false},
+    {"global_max_pool1d", 1, 1, global_pool_infer, global_pool_lower, false},
+    {"global_avg_pool1d", 1, 1, global_pool_infer, global_pool_lower, false},
+    {"zero_pad1d", 1, 1, pad_infer, pad_lower, false},
+    {"crop1d", 1, 1, pad_infer, pad_lower, false},
+    {"upsampling1d", 1, 1, resize_infer, resize_lower, false},
 };
 
 }  // namespace

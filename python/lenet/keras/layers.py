@@ -44,6 +44,8 @@ ALIASES = {
     "MaxPool2D": "MaxPooling2D", "AvgPool2D": "AveragePooling2D", "Convolution2D": "Conv2D",
     "GlobalAvgPool2D": "GlobalAveragePooling2D", "GlobalMaxPool2D": "GlobalMaxPooling2D",
     "SeparableConvolution2D": "SeparableConv2D", "AtrousConvolution2D": "Conv2D", "AtrousConv2D": "Conv2D",
+    "Convolution1D": "Conv1D", "MaxPool1D": "MaxPooling1D", "AvgPool1D": "AveragePooling1D",
+    "GlobalAvgPool1D": "GlobalAveragePooling1D", "GlobalMaxPool1D": "GlobalMaxPooling1D",
 }
 # Never run: they hold Python code (Lambda) or need machinery the engine does not have.
 CODE_LAYERS = ("Lambda", "TFOpLambda", "SlicingOpLambda", "TorchModuleWrapper", "JaxLayer", "FlaxLayer", "TFSMLayer")
@@ -346,6 +348,77 @@ def normalization(c: dict, w: str, writer: Writer) -> dict:
     return out
 
 
+# 1-D layers on (steps, channels): records of height 1 (kernel (1, k), pad (0, 0, l, r)).
+
+def single(v: Any, what: str, where: str) -> int:
+    """An int, or a list of one (Keras writes 1-D sizes as [k])."""
+    if isinstance(v, (list, tuple)):
+        if len(v) != 1:
+            raise ModelFileError(f"{where}: {what} {v!r} must have 1 value")
+        v = v[0]
+    return integer(v, what, where)
+
+
+def _one_d(c: dict, w: str) -> None:
+    if c.get("data_format") == "channels_first":
+        raise UnsupportedModelError(f"{w}: a channels_first 1-D layer is not supported")
+    if c.get("padding") == "causal":
+        raise UnsupportedModelError(f"{w}: padding 'causal' is not supported (only 'valid' and 'same')")
+
+
+def conv1d(c: dict, w: str, writer: Writer) -> dict:
+    _one_d(c, w)
+    if c.get("lora_rank"):
+        raise UnsupportedModelError(f"{w}: LoRA weights (lora_rank={c['lora_rank']}) are not supported")
+    return {"kind": "conv1d", "filters": integer(c.get("filters"), "filters", w),
+            "groups": integer(c.get("groups", 1), "groups", w),
+            "kernel": (1, single(c.get("kernel_size"), "kernel_size", w)),
+            "strides": (1, single(c.get("strides", 1), "strides", w)),
+            "dilation": (1, single(c.get("dilation_rate", 1), "dilation_rate", w)),
+            "same_padding": padding(c, w), "use_bias": flag(c.get("use_bias", True), "use_bias", w),
+            **activation(c.get("activation"), w, writer)}
+
+
+def pool1d(kind: str) -> Callable[[dict, str, Writer], dict]:
+    def convert(c: dict, w: str, writer: Writer) -> dict:
+        _one_d(c, w)
+        size = single(c.get("pool_size", 2), "pool_size", w)
+        strides = c.get("strides")
+        return {"kind": kind, "kernel": (1, size),
+                "strides": (1, size if strides is None else single(strides, "strides", w)),
+                "same_padding": padding(c, w)}
+    return convert
+
+
+def global_pool1d(kind: str) -> Callable[[dict, str, Writer], dict]:
+    def convert(c: dict, w: str, writer: Writer) -> dict:
+        _one_d(c, w)
+        return {"kind": kind, "keepdims": flag(c.get("keepdims", False), "keepdims", w)}
+    return convert
+
+
+def side_pair(v: Any, what: str, where: str) -> tuple[int, int]:
+    """ZeroPadding1D / Cropping1D amounts: n or (left, right)."""
+    if isinstance(v, (list, tuple)):
+        return pair(v, what, where)
+    n = integer(v, what, where)
+    return n, n
+
+
+def zero_pad1d(c: dict, w: str, writer: Writer) -> dict:
+    left, right = side_pair(c.get("padding", 1), "padding", w)
+    return {"kind": "zero_pad1d", "pad": (0, 0, left, right)}
+
+
+def crop1d(c: dict, w: str, writer: Writer) -> dict:
+    left, right = side_pair(c.get("cropping", (1, 1)), "cropping", w)
+    return {"kind": "crop1d", "pad": (0, 0, left, right)}
+
+
+def upsampling1d(c: dict, w: str, writer: Writer) -> dict:
+    return {"kind": "upsampling1d", "size": (1, single(c.get("size", 2), "size", w)), "interpolation": "nearest"}
+
+
 def merge(kind: str) -> Callable[[dict, str, Writer], dict]:
     def convert(c: dict, w: str, writer: Writer) -> dict:
         return {"kind": kind}
@@ -367,6 +440,10 @@ CONVERTERS: dict[str, Callable[[dict, str, Writer], dict]] = {
     "BatchNormalization": batch_norm, "Rescaling": rescaling, "Normalization": normalization,
     "Add": merge("add"), "Subtract": merge("subtract"), "Multiply": merge("multiply"), "Average": merge("average"),
     "Maximum": merge("maximum"), "Minimum": merge("minimum"), "Concatenate": concatenate,
+    "Conv1D": conv1d, "MaxPooling1D": pool1d("max_pool1d"), "AveragePooling1D": pool1d("avg_pool1d"),
+    "GlobalMaxPooling1D": global_pool1d("global_max_pool1d"),
+    "GlobalAveragePooling1D": global_pool1d("global_avg_pool1d"), "ZeroPadding1D": zero_pad1d,
+    "Cropping1D": crop1d, "UpSampling1D": upsampling1d,
 }
 
 
