@@ -494,6 +494,27 @@ def _b_bn_mlp(K):
                 L.Dense(10, activation="softmax"))
 
 
+def _b_ln_mlp(K):
+    L = K.layers
+    return _seq(K, (784,), L.Dense(64), L.LayerNormalization(), L.Activation("relu"),
+                L.Dense(32), L.LayerNormalization(center=False, epsilon=1e-5), L.Activation("gelu"),
+                L.Dense(10, activation="softmax"))
+
+
+def _b_ln_cnn(K):
+    L = K.layers
+    return _seq(K, (28, 28, 1), L.Conv2D(8, 3), L.LayerNormalization(), L.Activation("relu"), L.MaxPooling2D(2),
+                *_head(L))
+
+
+def _b_conv1d_rows(K):
+    """The image as 28 rows of 28 values: Conv1D over the rows (a Reshape to (28, 28) first)."""
+    L = K.layers
+    return _seq(K, (28, 28, 1), L.Reshape((28, 28)), L.Conv1D(16, 3, activation="relu"), L.MaxPooling1D(2),
+                L.Conv1D(16, 3, padding="same", strides=2), L.BatchNormalization(), L.Activation("relu"),
+                L.GlobalAveragePooling1D(), L.Dense(10, activation="softmax"))
+
+
 def _b_bn_input(K):
     L = K.layers
     return _seq(K, (28, 28, 1), L.BatchNormalization(), L.Conv2D(4, 3, activation="relu"), L.MaxPooling2D(2),
@@ -823,6 +844,12 @@ _SPECS: list[_Case] = [
           _b_bn_after_pool, forms2=("h5", "keras")),
     _Case("bn_branch", "functional: the BN input also feeds a 1x1 Conv branch, Add", _b_bn_branch,
           forms3=("h5", "keras"), forms2=("h5", "keras_windows")),
+    _Case("ln_mlp", "Input(784) -> Dense -> LayerNormalization -> relu (twice, center=False, gelu) -> Dense",
+          _b_ln_mlp, forms3=("h5", "weights.h5"), forms2=("h5", "weights_h5")),
+    _Case("ln_cnn", "Conv -> LayerNormalization (channel axis) -> relu -> MaxPool -> Dense", _b_ln_cnn,
+          forms3=("h5", "keras")),
+    _Case("conv1d_rows", "Reshape((28, 28)) -> Conv1D -> MaxPooling1D -> Conv1D(same, strides 2) -> BN -> "
+          "GlobalAveragePooling1D -> Dense", _b_conv1d_rows, forms3=("h5", "keras"), forms2=("h5", "weights_h5")),
     # 4. Output heads
     _Case("head_sigmoid", "final Dense(10, sigmoid)", _p(_b_head, "sigmoid")),
     _Case("head_relu", "final Dense(10, relu)", _p(_b_head, "relu"), forms3=("h5", "weights.h5")),

@@ -735,7 +735,8 @@ def seq(*layers, shape=(28, 28, 1)):
 
 
 @pytest.mark.parametrize("make,layer,cls", [
-    (lambda: seq(L.Conv1D(2, 3, name="c1d"), L.Flatten(), L.Dense(2), shape=(28, 1)), "c1d", "Conv1D"),
+    (lambda: seq(L.Conv1D(2, 3, padding="causal", name="c1d"), L.Flatten(), L.Dense(2), shape=(28, 1)), "c1d",
+     "causal"),
     (lambda: seq(L.Reshape((28, 28)), L.LSTM(4, name="lstm"), L.Dense(2)), "lstm", "LSTM"),
     (lambda: seq(L.Flatten(), L.Dense(3, name="d"), L.Activation("log_softmax", name="act")), "act",
      "'log_softmax'"),
@@ -745,8 +746,10 @@ def seq(*layers, shape=(28, 28, 1)):
                  shape=(28, 28, 3)), "rsc", "per-channel"),
     (lambda: seq(L.Flatten(), L.Dense(3, activation=L.PReLU(), name="dl")), "dl", "PReLU"),
     (lambda: seq(L.Flatten(), L.Lambda(lambda x: x * 2, name="lam"), L.Dense(2)), "lam", "Python code"),
-    (lambda: seq(L.Conv2D(2, 3, name="c"), L.LayerNormalization(name="ln"), L.Flatten(), L.Dense(2)), "ln",
-     "LayerNormalization"),
+    (lambda: seq(L.Conv2D(2, 3, name="c"), L.LayerNormalization(axis=[1, 2, 3], name="ln"), L.Flatten(),
+                 L.Dense(2)), "ln", "several axes"),
+    (lambda: seq(L.Conv2D(2, 3, name="c"), L.GroupNormalization(1, name="gn"), L.Flatten(), L.Dense(2)), "gn",
+     "GroupNormalization"),
     (lambda: seq(L.Resizing(14, 14, interpolation="bicubic", name="rz"), L.Flatten(), L.Dense(2)), "rz", "bicubic"),
     (lambda: seq(L.Normalization(mean=0.5, variance=0.25, invert=True, name="inv"), L.Flatten(), L.Dense(2)),
      "inv", "invert"),

@@ -532,3 +532,24 @@ def test_dense_on_an_image_acts_on_channels():
     x = RNG.standard_normal((2, 3, 4, 5)).astype(np.float32)
     w = RNG.standard_normal((5, 6)).astype(np.float32)
     np.testing.assert_allclose(run([layer("dense", units=6, weights=w)], x), (x @ w).reshape(2, -1), atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(5, 6, 7), (33,), (4, 9)])
+def test_layer_norm(shape):
+    x = (RNG.standard_normal((3,) + shape) * 4 + 2).astype(np.float32)
+    c = shape[-1]
+    g, b = RNG.uniform(0.5, 1.5, c).astype(np.float32), RNG.normal(0, 0.3, c).astype(np.float32)
+    got = run([layer("layer_norm", epsilon=1e-3, named_weights={"gamma": g, "beta": b})], x)
+    x64 = x.astype(np.float64)
+    want = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-3) * g + b
+    np.testing.assert_allclose(got, want.reshape(3, -1), atol=2e-5, rtol=1e-5)
+
+
+def test_conv1d_is_a_conv_of_height_one():
+    x = RNG.standard_normal((2, 20, 3)).astype(np.float32)
+    w = RNG.standard_normal((4, 3, 5)).astype(np.float32)
+    layers = [layer("conv1d", kernel=(1, 4), strides=(1, 2), same_padding=True, filters=5, weights=w),
+              layer("max_pool1d", kernel=(1, 2), strides=(1, 2)), layer("global_avg_pool1d")]
+    conv = ref_conv(x[:, None], w[None], None, (1, 2), "same", "linear")[:, 0]        # (2, 10, 5)
+    want = conv.reshape(2, 5, 2, 5).max(axis=2).mean(axis=1)
+    np.testing.assert_allclose(run(layers, x), want, atol=2e-5, rtol=1e-5)

@@ -51,9 +51,9 @@ struct Tensor {
     X(float, threshold, 0.f, "relu threshold")                                                                    \
     X(float, scale, 1.f, "rescaling: y = x * scale + offset")                                                      \
     X(float, offset, 0.f, "rescaling offset")                                                                     \
-    X(float, epsilon, 1e-3f, "batch_norm / normalization epsilon")                                                \
-    X(bool, bn_center, true, "batch_norm: a beta weight is present")                                              \
-    X(bool, bn_scale, true, "batch_norm: a gamma weight is present")                                              \
+    X(float, epsilon, 1e-3f, "batch_norm / layer_norm / normalization epsilon")                                   \
+    X(bool, bn_center, true, "batch_norm / layer_norm: a beta weight is present")                                 \
+    X(bool, bn_scale, true, "batch_norm / layer_norm: a gamma weight is present")                                 \
     X(std::vector<int>, axes, {}, "Keras axes (batch axis 0): softmax, concatenate, batch_norm, normalization; " \
                                   "prelu shared_axes; permute dims")                                              \
     X(std::vector<int>, target_shape, {}, "reshape: the per-sample shape (-1 for one inferred dimension)")        \

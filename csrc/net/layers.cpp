@@ -645,6 +645,24 @@ void normalization_lower(const LayerContext& c, const Shape& out, Lowering& low)
     low.result = low.emit(std::move(s));
 }
 
+// Keras' LayerNormalization over the channel axis: per pixel, (x - mean) * rsqrt(var + eps)
+// * gamma + beta, the moments over the channels.
+Shape layer_norm_infer(const LayerContext& c, std::vector<WeightSlot>& slots) {
+    const int64_t n = channel_axis(c, "layer normalization");
+    if (!(c.l.epsilon >= 0.f) || !std::isfinite(c.l.epsilon)) c.fail_file("epsilon must be a non-negative number");
+    if (c.l.bn_scale) slots.push_back({"gamma", {n}});
+    if (c.l.bn_center) slots.push_back({"beta", {n}});
+    return c.in[0];
+}
+
+void layer_norm_lower(const LayerContext& c, const Shape& out, Lowering& low) {
+    Step s = make_step(OpKind::layer_norm, out.d, c.l);
+    s.scale = c.l.bn_scale ? c.weight("gamma").data : std::vector<float>(out.d.c, 1.f);
+    s.shift = c.l.bn_center ? c.weight("beta").data : std::vector<float>(out.d.c, 0.f);
+    s.epsilon = c.l.epsilon;
+    low.result = low.emit(std::move(s));
+}
+
 // ------------------------------------------------------------------ merging
 
 Merge merge_of(const std::string& kind) {
@@ -727,6 +745,7 @@ const LayerRule kRules[] = {
     {"batch_norm", 1, 1, batch_norm_infer, batch_norm_lower, false},
     {"rescaling", 1, 1, rescaling_infer, rescaling_lower, false},
     {"normalization", 1, 1, normalization_infer, normalization_lower, false},
+    {"layer_norm", 1, 1, layer_norm_infer, layer_norm_lower, false},
     {"add", 2, kMany, merge_infer, merge_lower, false},
     {"subtract", 2, 2, merge_infer, merge_lower, false},
     {"multiply", 2, kMany, merge_infer, merge_lower, false},

@@ -70,6 +70,7 @@ const char* to_string(OpKind k) {
         case OpKind::permute: return "permute";
         case OpKind::merge: return "merge";
         case OpKind::concat: return "concat";
+        case OpKind::layer_norm: return "layer_norm";
     }
     return "?";
 }

@@ -83,7 +83,7 @@ struct Activation {
 };
 
 enum class OpKind { conv2d, max_pool2d, avg_pool2d, pad2d, dense, affine, activation, prelu, softmax, resize, reshape,
-                    permute, merge, concat };
+                    permute, merge, concat, layer_norm };
 const char* to_string(OpKind k);
 
 enum class Merge { add, subtract, multiply, average, maximum, minimum };
@@ -105,7 +105,9 @@ struct Step {
     Activation act;                      // conv, dense, activation
     std::vector<float> weights;          // conv HWIO (kh, kw, in / groups, out); dense (in, out), rows H, W, C
     std::vector<float> bias;             // conv, dense: one per output channel (zeros if none)
-    std::vector<float> scale, shift;     // affine: y = x * scale[c] + shift[c]; prelu: scale = alpha, (h, w, c)
+    std::vector<float> scale, shift;     // affine: y = x * scale[c] + shift[c]; prelu: scale = alpha, (h, w, c);
+                                         // layer_norm: gamma, beta
+    float epsilon = 0.f;                 // layer_norm: each pixel's channels normalized, (x - mean) / sqrt(var + eps)
     Merge merge = Merge::add;
     int axis = 2;                        // concat: 0 = h, 1 = w, 2 = c
     std::array<int, 3> perm{0, 1, 2};    // permute: output axis i is input axis perm[i] (0 h, 1 w, 2 c)

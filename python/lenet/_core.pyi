@@ -31,9 +31,9 @@ class LayerSpec:
     threshold: float  # relu threshold
     scale: float  # rescaling: y = x * scale + offset
     offset: float  # rescaling offset
-    epsilon: float  # batch_norm / normalization epsilon
-    bn_center: bool  # batch_norm: a beta weight is present
-    bn_scale: bool  # batch_norm: a gamma weight is present
+    epsilon: float  # batch_norm / layer_norm / normalization epsilon
+    bn_center: bool  # batch_norm / layer_norm: a beta weight is present
+    bn_scale: bool  # batch_norm / layer_norm: a gamma weight is present
     axes: list[int]  # Keras axes (batch axis 0): softmax, concatenate, batch_norm, normalization; prelu shared_axes; permute dims
     target_shape: list[int]  # reshape: the per-sample shape (-1 for one inferred dimension)
     size: tuple[int, int]  # resizing: output (height, width)

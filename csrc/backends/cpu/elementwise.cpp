@@ -1,5 +1,6 @@
 // Activations, softmax, per-channel affine (Rescaling, Normalization, batch
-// norm), PReLU, merges (Add, Multiply, ...) and zero padding / cropping over NHWC.
+// norm), layer normalization, PReLU, merges (Add, Multiply, ...) and zero padding /
+// cropping over NHWC.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -117,6 +118,34 @@ private:
     const Step& s_;
 };
 
+// Each pixel's channels normalized: (x - mean) * rsqrt(var + eps) * gamma + beta, the
+// moments accumulated in double (TensorFlow's float32 reductions agree to ~1e-7).
+class LayerNorm : public Kernel {
+public:
+    explicit LayerNorm(const Step& s) : s_(s) {}
+    void run(Inputs x, float* y, int n, ThreadPool*) override {
+        const int c = s_.in.c;
+        const size_t vectors = size_t(n) * s_.in.h * s_.in.w;
+        for (size_t v = 0; v < vectors; ++v) {
+            const float* src = x[0] + v * c;
+            float* dst = y + v * c;
+            double sum = 0, sq = 0;
+            for (int k = 0; k < c; ++k) sum += src[k];
+            const double mean = sum / c;
+            for (int k = 0; k < c; ++k) sq += (src[k] - mean) * (src[k] - mean);
+            const float inv = float(1.0 / std::sqrt(sq / c + double(s_.epsilon)));
+            const float m = float(mean);
+            for (int k = 0; k < c; ++k) {
+                const float g = inv * s_.scale[k];
+                dst[k] = src[k] * g + (s_.shift[k] - m * g);
+            }
+        }
+    }
+
+private:
+    const Step& s_;
+};
+
 // Zero padding (pads > 0) and cropping (pads < 0): output pixel (oy, ox) is input
 // pixel (oy - top, ox - left), zero where that is outside the input.
 class Pad2d : public Kernel {
@@ -151,6 +180,7 @@ std::unique_ptr<Kernel> make_elementwise(const Step& s) {
         case OpKind::affine:
         case OpKind::prelu: return std::make_unique<PerElement>(s);
         case OpKind::merge: return std::make_unique<MergeKernel>(s);
+        case OpKind::layer_norm: return std::make_unique<LayerNorm>(s);
         case OpKind::pad2d: return std::make_unique<Pad2d>(s);
         default: return nullptr;
     }

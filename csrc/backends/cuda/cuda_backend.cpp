@@ -218,6 +218,9 @@ public:
             case OpKind::reshape: launch_reshape(x[0], y, n, s.in, s.out, stream); break;
             case OpKind::permute: launch_permute(x[0], y, n, s.in, s.out, s.perm, stream); break;
             case OpKind::resize: launch_resize(x[0], y, n, s.in, s.out, s.pad, s.nearest, stream); break;
+            case OpKind::layer_norm:
+                launch_layer_norm(x[0], y, n, s.out, f(k_.weights), f(k_.bias), s.epsilon, stream);
+                break;
             case OpKind::concat: {
                 int offset = 0;
                 for (size_t k = 0; k < s.ins.size(); ++k) {
@@ -370,7 +373,7 @@ public:
             // Activations arrive in NCHW order: the rows after a Flatten follow it.
             k->weights = upload(s.in.h * s.in.w > 1 ? dense_rows_hwc_to_chw(s.weights, s.in, s.out.c) : s.weights);
             k->bias = upload(s.bias);
-        } else if (s.op == OpKind::affine) {
+        } else if (s.op == OpKind::affine || s.op == OpKind::layer_norm) {
             k->weights = upload(s.scale);
             k->bias = upload(s.shift);
         } else if (s.op == OpKind::prelu) {

@@ -116,6 +116,27 @@ __global__ void merge(MergeInputs in, int inputs, float* y, int64_t count, Merge
     }
 }
 
+__global__ void layer_norm(const float* x, float* y, int64_t pixels, Dims d, const float* gamma, const float* beta,
+                           float epsilon) {
+    const int64_t plane = int64_t(d.h) * d.w;
+    LENET_FOR_EACH(p, pixels) {
+        const int64_t base = (p / plane) * d.c * plane + p % plane;  // channel 0 of this pixel
+        double sum = 0, sq = 0;
+        for (int c = 0; c < d.c; ++c) sum += x[base + c * plane];
+        const double mean = sum / d.c;
+        for (int c = 0; c < d.c; ++c) {
+            const double e = x[base + c * plane] - mean;
+            sq += e * e;
+        }
+        const float inv = float(1.0 / sqrt(sq / d.c + double(epsilon)));
+        const float m = float(mean);
+        for (int c = 0; c < d.c; ++c) {
+            const float g = inv * gamma[c];
+            y[base + c * plane] = x[base + c * plane] * g + (beta[c] - m * g);
+        }
+    }
+}
+
 // tf.image.resize's source taps along one axis (half-pixel centres), as the CPU's.
 __device__ inline void taps(int i, int in, int first, float scale, bool nearest, int* lo, int* hi, float* lerp) {
     if (nearest) {
@@ -198,6 +219,12 @@ void launch_merge(const float* const* x, int inputs, float* y, int64_t count, Me
     for (int k = 0; k < inputs && k < kMergeInputs; ++k) in.p[k] = x[k];
     if (count) merge<<<blocks(count), kThreads, 0, s>>>(in, std::min(inputs, kMergeInputs), y, count, op, accumulate,
                                                         divide);
+}
+
+void launch_layer_norm(const float* x, float* y, int n, Dims d, const float* gamma, const float* beta, float epsilon,
+                       cudaStream_t s) {
+    const int64_t pixels = int64_t(n) * d.h * d.w;
+    if (pixels) layer_norm<<<blocks(pixels), kThreads, 0, s>>>(x, y, pixels, d, gamma, beta, epsilon);
 }
 
 void launch_resize(const float* x, float* y, int n, Dims in, Dims out, Pads crop, bool nearest, cudaStream_t s) {

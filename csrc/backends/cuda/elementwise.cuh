@@ -39,6 +39,10 @@ void launch_concat(const float* x, float* y, int n, Dims in, Dims out, int axis,
 constexpr int kMergeInputs = 8;
 void launch_merge(const float* const* x, int inputs, float* y, int64_t count, Merge op, bool accumulate,
                   float divide, cudaStream_t s);
+// Layer normalization of each pixel's channels of n NCHW images of dims d: (x - mean) *
+// rsqrt(var + eps) * gamma[c] + beta[c]; one thread per pixel.
+void launch_layer_norm(const float* x, float* y, int n, Dims d, const float* gamma, const float* beta, float epsilon,
+                       cudaStream_t s);
 // Bilinear or nearest resizing with half-pixel centres (tf.image.resize) of the crop window pad.
 void launch_resize(const float* x, float* y, int n, Dims in, Dims out, Pads crop, bool nearest, cudaStream_t s);
 

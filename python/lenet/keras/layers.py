@@ -328,6 +328,14 @@ def batch_norm(c: dict, w: str, writer: Writer) -> dict:
             "bn_center": flag(c.get("center", True), "center", w), "bn_scale": flag(c.get("scale", True), "scale", w)}
 
 
+def layer_norm(c: dict, w: str, writer: Writer) -> dict:
+    if c.get("rms_scaling"):
+        raise UnsupportedModelError(f"{w}: LayerNormalization(rms_scaling=True) is not supported")
+    return {"kind": "layer_norm", "axes": axes(c.get("axis", -1), "axis", w),
+            "epsilon": number(c.get("epsilon", 1e-3), "epsilon", w),
+            "bn_center": flag(c.get("center", True), "center", w), "bn_scale": flag(c.get("scale", True), "scale", w)}
+
+
 def rescaling(c: dict, w: str, writer: Writer) -> dict:
     return {"kind": "rescaling", "scale": scalar(c.get("scale", 1.0), "scale", w),
             "offset": scalar(c.get("offset", 0.0), "offset", w)}
@@ -437,7 +445,8 @@ CONVERTERS: dict[str, Callable[[dict, str, Writer], dict]] = {
     "Flatten": flatten, "Reshape": reshape, "Permute": permute,
     "Activation": activation_layer, "ReLU": relu, "LeakyReLU": leaky_relu, "ELU": elu,
     "ThresholdedReLU": thresholded_relu, "Softmax": softmax, "PReLU": prelu,
-    "BatchNormalization": batch_norm, "Rescaling": rescaling, "Normalization": normalization,
+    "BatchNormalization": batch_norm, "LayerNormalization": layer_norm, "Rescaling": rescaling,
+    "Normalization": normalization,
     "Add": merge("add"), "Subtract": merge("subtract"), "Multiply": merge("multiply"), "Average": merge("average"),
     "Maximum": merge("maximum"), "Minimum": merge("minimum"), "Concatenate": concatenate,
     "Conv1D": conv1d, "MaxPooling1D": pool1d("max_pool1d"), "AveragePooling1D": pool1d("avg_pool1d"),
