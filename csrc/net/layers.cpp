@@ -3,7 +3,6 @@
 // kernel per backend (or a lowering onto existing steps) and a row in the tests.
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "errors.h"
 #include "layer_table.h"
@@ -52,14 +51,6 @@ std::vector<int> keras_axes(const Shape& s) {
 }
 
 int64_t extent(Dims d, int axis) { return axis == 0 ? d.h : axis == 1 ? d.w : d.c; }
-
-std::string ints_str(const std::vector<int>& v) {
-    std::ostringstream s;
-    s << "(";
-    for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
-    s << (v.size() == 1 ? ",)" : ")");
-    return s.str();
-}
 
 }  // namespace
 
@@ -131,7 +122,7 @@ Step make_step(OpKind op, Dims out, const LayerSpec& l) {
 // Softmax over a Keras axis, which must be the canonical channel axis.
 void check_softmax_axis(const LayerContext& c, const Shape& s) {
     const int keras = c.l.axes.empty() ? -1 : c.l.axes[0];
-    if (c.l.axes.size() > 1) c.fail_unsupported("softmax over several axes " + ints_str(c.l.axes) + " is not supported");
+    if (c.l.axes.size() > 1) c.fail_unsupported("softmax over several axes " + tuple_str(c.l.axes) + " is not supported");
     if (c.canonical_axis(s, keras, "softmax axis") != 2)
         c.fail_unsupported("softmax over axis " + std::to_string(keras) + " of " + s.str() +
                            " is not supported (only over the channel axis)");
@@ -443,7 +434,7 @@ void flatten_lower(const LayerContext& c, const Shape& out, Lowering& low) {
 Shape reshape_infer(const LayerContext& c, std::vector<WeightSlot>&) {
     const auto& t = c.l.target_shape;
     if (t.empty() || t.size() > 3)
-        c.fail_unsupported("target shape " + ints_str(t) + " is not supported (rank 1 to 3)");
+        c.fail_unsupported("target shape " + tuple_str(t) + " is not supported (rank 1 to 3)");
     const int64_t n = c.in[0].d.size();
     int64_t known = 1;
     int unknown = -1;
@@ -460,7 +451,7 @@ Shape reshape_infer(const LayerContext& c, std::vector<WeightSlot>&) {
     int64_t total = 1;
     for (auto v : k) total *= v;
     if (total != n || (unknown >= 0 && k[unknown] < 1))
-        c.fail_file("cannot reshape " + c.in[0].str() + " (" + std::to_string(n) + " values) into " + ints_str(t));
+        c.fail_file("cannot reshape " + c.in[0].str() + " (" + std::to_string(n) + " values) into " + tuple_str(t));
     for (auto v : k) c.check_range("target dimension", v, 1, k.size() == 1 ? limits::kActivation : limits::kUnits);
     return from_keras(c, k);
 }
@@ -487,7 +478,7 @@ Shape permute_infer(const LayerContext& c, std::vector<WeightSlot>&) {
     std::sort(sorted.begin(), sorted.end());
     bool ok = int(dims.size()) == x.rank;
     for (int i = 0; ok && i < x.rank; ++i) ok = sorted[i] == i + 1;
-    if (!ok) c.fail_file("dims " + ints_str(dims) + " are not a permutation of the axes of " + x.str());
+    if (!ok) c.fail_file("dims " + tuple_str(dims) + " are not a permutation of the axes of " + x.str());
     const auto k = x.keras();
     std::vector<int64_t> p;
     for (int d : dims) p.push_back(k[d - 1]);
@@ -564,7 +555,7 @@ void prelu_lower(const LayerContext& c, const Shape& out, Lowering& low) {
 int channel_axis(const LayerContext& c, const char* what) {
     const Shape& x = c.in[0];
     if (c.l.axes.size() > 1)
-        c.fail_unsupported(std::string(what) + " over several axes " + ints_str(c.l.axes) + " is not supported");
+        c.fail_unsupported(std::string(what) + " over several axes " + tuple_str(c.l.axes) + " is not supported");
     const int keras = c.l.axes.empty() ? -1 : c.l.axes[0];
     if (c.canonical_axis(x, keras, "axis") != 2)
         c.fail_unsupported(std::string(what) + " over axis " + std::to_string(keras) + " of " + x.str() +
@@ -692,7 +683,7 @@ void merge_lower(const LayerContext& c, const Shape& out, Lowering& low) {
 
 Shape concat_infer(const LayerContext& c, std::vector<WeightSlot>&) {
     const Shape& first = c.in[0];
-    if (c.l.axes.size() > 1) c.fail_file("concatenation over several axes " + ints_str(c.l.axes));
+    if (c.l.axes.size() > 1) c.fail_file("concatenation over several axes " + tuple_str(c.l.axes));
     const int axis = c.canonical_axis(first, c.l.axes.empty() ? -1 : c.l.axes[0], "axis");
     Dims out = first.d;
     int64_t total = 0;

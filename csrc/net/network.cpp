@@ -21,19 +21,7 @@ std::vector<int64_t> Shape::keras() const {
     return {d.h, d.w, d.c};
 }
 
-namespace {
-
-std::string shape_str(const std::vector<int64_t>& shape) {
-    std::ostringstream s;
-    s << "(";
-    for (size_t i = 0; i < shape.size(); ++i) s << (i ? ", " : "") << shape[i];
-    s << (shape.size() == 1 ? ",)" : ")");
-    return s.str();
-}
-
-}  // namespace
-
-std::string Shape::str() const { return shape_str(keras()); }
+std::string Shape::str() const { return tuple_str(keras()); }
 
 const char* to_string(Act a) {
     switch (a) {
@@ -119,17 +107,17 @@ void check_weights(const LayerContext& c, const std::vector<WeightSlot>& slots) 
         const Tensor* t = l.weight(s.name);
         if (!t) {
             if (s.ignored) continue;
-            c.fail_file("weight '" + s.name + "' is missing (expected shape " + shape_str(s.shape) + ")");
+            c.fail_file("weight '" + s.name + "' is missing (expected shape " + tuple_str(s.shape) + ")");
         }
         int64_t want = 1, have = 1;
         for (auto v : s.shape) want *= v;
         for (auto v : t->shape) have *= v;
         // count_only: any shape of that many values, or one value for all (broadcast).
         if (s.count_only ? have != want && have != 1 : t->shape != s.shape)
-            c.fail_file("weight '" + s.name + "' has shape " + shape_str(t->shape) + ", expected " + shape_str(s.shape));
+            c.fail_file("weight '" + s.name + "' has shape " + tuple_str(t->shape) + ", expected " + tuple_str(s.shape));
         if (int64_t(t->data.size()) != have)
             c.fail_file("weight '" + s.name + "' holds " + std::to_string(t->data.size()) + " values for shape " +
-                        shape_str(t->shape));
+                        tuple_str(t->shape));
         if (!s.ignored)
             for (float v : t->data)
                 if (!std::isfinite(v)) c.fail_file("weight '" + s.name + "' contains NaN or infinite values");
@@ -165,16 +153,16 @@ Analysis analyze(const std::vector<LayerSpec>& layers, const std::vector<int64_t
     // The input, as Keras declares it per sample.
     std::vector<int64_t> k = input;
     if (k.empty() || k.size() > 3)
-        throw UnsupportedModelError(source + ": input shape " + shape_str(k) +
+        throw UnsupportedModelError(source + ": input shape " + tuple_str(k) +
                                     " is not supported (a vector, a (height, width) array or an image)");
     int64_t total = 1;
     for (auto v : k) {
         if (v < 1 || v > limits::kActivation)
-            throw ModelFileError(source + ": input shape " + shape_str(k) + " is out of range");
+            throw ModelFileError(source + ": input shape " + tuple_str(k) + " is out of range");
         total *= v;
     }
     if (total > limits::kActivation)
-        throw ModelFileError(source + ": input shape " + shape_str(k) + " has more than " +
+        throw ModelFileError(source + ": input shape " + tuple_str(k) + " has more than " +
                              std::to_string(limits::kActivation) + " values");
     Dims d;
     if (k.size() == 1) d = {1, 1, int(k[0])};
@@ -269,153 +257,171 @@ struct StepGraph {
         if (output == from) output = to;
         dead[from] = 1;
     }
-    Dims dims_of(int v, Dims input) const { return v < 0 ? input : steps[v].out; }
+    int producer(int i) const { return steps[i].inputs.empty() ? -1 : steps[i].inputs[0]; }
+    // Step i done by the step it reads (which now ends where i ended).
+    void into_producer(int i) {
+        Step& p = steps[producer(i)];
+        const std::string& n = p.layers, &add = steps[i].layers;
+        // An activation of the same Keras layer (Dense(activation=...)) adds no name.
+        if (!(n.size() >= add.size() && n.compare(n.size() - add.size(), add.size(), add) == 0))
+            p.layers += "+" + add;
+        replace(i, producer(i));
+    }
+    // Step i done by its one reader r (which now starts where i started).
+    void into_reader(int i, int r) {
+        steps[r].in = steps[i].in;
+        steps[r].layers = steps[i].layers + "+" + steps[r].layers;
+        replace(i, producer(i));
+    }
+    // Step i's producer done by step i (which now starts where the producer started).
+    void absorb_producer(int i) {
+        Step& s = steps[i];
+        const Step& p = steps[producer(i)];
+        const int gone = producer(i);
+        s.in = p.in;
+        s.inputs = p.inputs;
+        s.layers = p.layers + "+" + s.layers;
+        replace(gone, s.inputs[0]);
+    }
+    // The producer of step i when i is its only reader and it is `op`; else -1.
+    int sole_producer(int i, OpKind op) const {
+        const int p = producer(i);
+        return p >= 0 && steps[p].op == op && sole_reader(p) == i ? p : -1;
+    }
 };
 
-void join_names(std::string& into, const std::string& before, const std::string& after) {
-    into = before + "+" + after;
-}
-
 bool weighted(const Step& s) { return s.op == OpKind::conv2d || s.op == OpKind::dense; }
-
-// Per output channel: w[..][o] *= scale[o]; bias[o] = bias[o] * scale[o] + shift[o].
-void fold_affine_after(Step& s, const Step& a) {
-    const size_t co = size_t(s.out.c);
-    for (size_t i = 0; i < s.weights.size(); ++i) s.weights[i] *= a.scale[i % co];
-    for (size_t o = 0; o < co; ++o) s.bias[o] = s.bias[o] * a.scale[o] + a.shift[o];
-}
-
-// x -> x * scale[c] + shift[c] before s: per input channel, w *= scale, bias += sum(w * shift).
-void fold_affine_before(Step& s, const Step& a) {
-    const size_t co = size_t(s.out.c), ci = size_t(a.out.c);
-    const size_t rows = s.weights.size() / co;
-    for (size_t r = 0; r < rows; ++r) {
-        const size_t ch = r % ci;
-        for (size_t o = 0; o < co; ++o) {
-            float& w = s.weights[r * co + o];
-            s.bias[o] += w * a.shift[ch];
-            w *= a.scale[ch];
-        }
-    }
-}
 
 bool all_zero(const std::vector<float>& v) {
     return std::all_of(v.begin(), v.end(), [](float x) { return x == 0.f; });
 }
 
-// One round of every rewrite; returns whether anything changed.
-bool rewrite(StepGraph& g, Dims input) {
-    bool changed = false;
-    auto& steps = g.steps;
-    for (int i = 0; i < int(steps.size()); ++i) {
-        if (g.dead[i]) continue;
-        Step& s = steps[i];
-        const int src = s.inputs.empty() ? -1 : s.inputs[0];
+// The rewrites: each looks at step i and either rewrites the graph around it
+// (returning true) or leaves it. Each is exact: the same function of the input.
 
-        // ZeroPadding2D before a convolution: zeros either way, the conv pads itself.
-        if (s.op == OpKind::pad2d && s.pad.top >= 0 && s.pad.bottom >= 0 && s.pad.left >= 0 && s.pad.right >= 0) {
-            const int r = g.sole_reader(i);
-            if (r >= 0 && steps[r].op == OpKind::conv2d) {
-                Step& c = steps[r];
-                c.pad.top += s.pad.top, c.pad.bottom += s.pad.bottom, c.pad.left += s.pad.left, c.pad.right += s.pad.right;
-                c.in = s.in;
-                join_names(c.layers, s.layers, c.layers);
-                g.replace(i, src);
-                changed = true;
-                continue;
-            }
-        }
-        // A batch norm (or any per-channel affine) after a linear conv or dense: into its weights.
-        if (s.op == OpKind::affine && src >= 0 && weighted(steps[src]) && steps[src].act.linear() &&
-            g.sole_reader(src) == i) {
-            fold_affine_after(steps[src], s);
-            join_names(steps[src].layers, steps[src].layers, s.layers);
-            g.replace(i, src);
-            changed = true;
-            continue;
-        }
-        // Two affine steps in a row: one.
-        if (s.op == OpKind::affine && src >= 0 && steps[src].op == OpKind::affine && g.sole_reader(src) == i) {
-            Step& a = steps[src];
-            for (size_t c = 0; c < s.scale.size(); ++c) {
-                a.shift[c] = a.shift[c] * s.scale[c] + s.shift[c];
-                a.scale[c] *= s.scale[c];
-            }
-            join_names(a.layers, a.layers, s.layers);
-            g.replace(i, src);
-            changed = true;
-            continue;
-        }
-        // An activation after a linear conv or dense: applied by that step.
-        if (s.op == OpKind::activation && src >= 0 && weighted(steps[src]) && steps[src].act.linear() &&
-            g.sole_reader(src) == i) {
-            Step& p = steps[src];
-            p.act = s.act;
-            const std::string& n = p.layers;
-            if (!(n.size() >= s.layers.size() && n.compare(n.size() - s.layers.size(), s.layers.size(), s.layers) == 0))
-                join_names(p.layers, p.layers, s.layers);
-            g.replace(i, src);
-            changed = true;
-            continue;
-        }
-        // A Flatten (and the permute that orders it) before a dense layer: the dense
-        // step reads the spatial tensor and its rows are reordered once.
-        if (s.op == OpKind::dense && s.in.h == 1 && s.in.w == 1 && src >= 0 && g.sole_reader(src) == i) {
-            const Step& r = steps[src];
-            if (r.op == OpKind::reshape) {
-                s.in = r.in;
-                s.inputs = r.inputs;
-                join_names(s.layers, r.layers, s.layers);
-                g.replace(src, s.inputs[0]);
-                changed = true;
-                continue;
-            }
-        }
-        if (s.op == OpKind::dense && src >= 0 && steps[src].op == OpKind::permute && g.sole_reader(src) == i &&
-            s.in == steps[src].out) {
-            const Step& p = steps[src];
-            s.weights = dense_rows_unpermute(s.weights, p.in, p.perm, s.out.c);
-            s.in = p.in;
-            s.inputs = p.inputs;
-            join_names(s.layers, p.layers, s.layers);
-            g.replace(src, s.inputs[0]);
-            changed = true;
-            continue;
-        }
-        // A per-channel affine (Rescaling, Normalization, a batch norm) right before a
-        // conv or dense: into its weights, where exact (a padded conv would see the
-        // shifted value of its zero padding).
-        if (s.op == OpKind::affine) {
-            const int r = g.sole_reader(i);
-            if (r >= 0 && steps[r].inputs.size() == 1) {
-                Step& c = steps[r];
-                const bool exact = c.op == OpKind::dense || (c.op == OpKind::conv2d && c.groups == 1 &&
-                                                             (!c.pad.any() || all_zero(s.shift)));
-                if (exact && c.in == s.out) {
-                    fold_affine_before(c, s);
-                    join_names(c.layers, s.layers, c.layers);
-                    g.replace(i, src);
-                    changed = true;
-                    continue;
-                }
-            }
-        }
-        // A reshape that changes nothing, or one right after another.
-        if (s.op == OpKind::reshape && s.in == s.out) {
-            g.replace(i, src);
-            changed = true;
-            continue;
-        }
-        if (s.op == OpKind::reshape && src >= 0 && steps[src].op == OpKind::reshape && g.sole_reader(src) == i) {
-            s.inputs = steps[src].inputs;
-            s.in = steps[src].in;
-            join_names(s.layers, steps[src].layers, s.layers);
-            g.replace(src, s.inputs[0]);
-            changed = true;
-            continue;
-        }
+// ZeroPadding2D before a convolution: zeros either way, the conv pads itself.
+bool pad_into_conv(StepGraph& g, int i) {
+    const Step& s = g.steps[i];
+    if (s.op != OpKind::pad2d || s.pad.top < 0 || s.pad.bottom < 0 || s.pad.left < 0 || s.pad.right < 0) return false;
+    const int r = g.sole_reader(i);
+    if (r < 0 || g.steps[r].op != OpKind::conv2d) return false;
+    Pads& p = g.steps[r].pad;
+    p.top += s.pad.top, p.bottom += s.pad.bottom, p.left += s.pad.left, p.right += s.pad.right;
+    g.into_reader(i, r);
+    return true;
+}
+
+// A batch norm (any per-channel affine) after a linear conv or dense: into its
+// weights. Per output channel: w[..][o] *= scale[o]; bias[o] = bias[o] * scale[o] + shift[o].
+bool affine_into_producer(StepGraph& g, int i) {
+    const Step& a = g.steps[i];
+    const int p = g.producer(i);
+    if (a.op != OpKind::affine || p < 0 || !weighted(g.steps[p]) || !g.steps[p].act.linear() ||
+        g.sole_reader(p) != i)
+        return false;
+    Step& s = g.steps[p];
+    const size_t co = size_t(s.out.c);
+    for (size_t k = 0; k < s.weights.size(); ++k) s.weights[k] *= a.scale[k % co];
+    for (size_t o = 0; o < co; ++o) s.bias[o] = s.bias[o] * a.scale[o] + a.shift[o];
+    g.into_producer(i);
+    return true;
+}
+
+// Two affine steps in a row: one.
+bool affine_into_affine(StepGraph& g, int i) {
+    const Step& s = g.steps[i];
+    const int p = s.op == OpKind::affine ? g.sole_producer(i, OpKind::affine) : -1;
+    if (p < 0) return false;
+    Step& a = g.steps[p];
+    for (size_t c = 0; c < s.scale.size(); ++c) {
+        a.shift[c] = a.shift[c] * s.scale[c] + s.shift[c];
+        a.scale[c] *= s.scale[c];
     }
-    (void)input;
+    g.into_producer(i);
+    return true;
+}
+
+// An activation after a linear conv or dense: applied by that step.
+bool activation_into_producer(StepGraph& g, int i) {
+    const Step& s = g.steps[i];
+    const int p = g.producer(i);
+    if (s.op != OpKind::activation || p < 0 || !weighted(g.steps[p]) || !g.steps[p].act.linear() ||
+        g.sole_reader(p) != i)
+        return false;
+    g.steps[p].act = s.act;
+    g.into_producer(i);
+    return true;
+}
+
+// A Flatten before a dense layer: the dense step reads the spatial tensor (which tells
+// an NCHW backend how to order its rows).
+bool flatten_into_dense(StepGraph& g, int i) {
+    const Step& s = g.steps[i];
+    if (s.op != OpKind::dense || s.in.h != 1 || s.in.w != 1 || g.sole_producer(i, OpKind::reshape) < 0) return false;
+    g.absorb_producer(i);
+    return true;
+}
+
+// The permute that puts a tensor in the order Keras flattened it, before a dense
+// layer that reads it spatially: the dense rows are reordered once instead.
+bool permute_into_dense(StepGraph& g, int i) {
+    Step& s = g.steps[i];
+    const int p = s.op == OpKind::dense ? g.sole_producer(i, OpKind::permute) : -1;
+    if (p < 0 || s.in != g.steps[p].out) return false;
+    s.weights = dense_rows_unpermute(s.weights, g.steps[p].in, g.steps[p].perm, s.out.c);
+    g.absorb_producer(i);
+    return true;
+}
+
+// A per-channel affine (Rescaling, Normalization, a batch norm) right before a conv
+// or dense: into its weights, where exact (a padded conv would see the shifted value
+// of its zero padding). Per input channel: w *= scale, bias += sum(w * shift).
+bool affine_into_reader(StepGraph& g, int i) {
+    const Step& a = g.steps[i];
+    const int r = a.op == OpKind::affine ? g.sole_reader(i) : -1;
+    if (r < 0 || g.steps[r].inputs.size() != 1) return false;
+    Step& s = g.steps[r];
+    const bool exact = s.op == OpKind::dense || (s.op == OpKind::conv2d && s.groups == 1 &&
+                                                 (!s.pad.any() || all_zero(a.shift)));
+    if (!exact || s.in != a.out) return false;
+    const size_t co = size_t(s.out.c), ci = size_t(a.out.c), rows = s.weights.size() / co;
+    for (size_t k = 0; k < rows; ++k)
+        for (size_t o = 0; o < co; ++o) {
+            float& w = s.weights[k * co + o];
+            s.bias[o] += w * a.shift[k % ci];
+            w *= a.scale[k % ci];
+        }
+    g.into_reader(i, r);
+    return true;
+}
+
+// A reshape that changes nothing, or one right after another.
+bool merge_reshapes(StepGraph& g, int i) {
+    const Step& s = g.steps[i];
+    if (s.op != OpKind::reshape) return false;
+    if (s.in == s.out) {
+        g.replace(i, g.producer(i));
+        return true;
+    }
+    if (g.sole_producer(i, OpKind::reshape) < 0) return false;
+    g.absorb_producer(i);
+    return true;
+}
+
+constexpr bool (*kRewrites[])(StepGraph&, int) = {
+    pad_into_conv,      affine_into_producer, affine_into_affine, activation_into_producer, flatten_into_dense,
+    permute_into_dense, affine_into_reader,   merge_reshapes,
+};
+
+// One round of every rewrite over the live steps; returns whether anything changed.
+bool rewrite(StepGraph& g) {
+    bool changed = false;
+    for (int i = 0; i < int(g.steps.size()); ++i)
+        for (auto rule : kRewrites)
+            if (!g.dead[i] && rule(g, i)) {
+                changed = true;
+                break;
+            }
     return changed;
 }
 
@@ -456,7 +462,7 @@ Network::Network(std::vector<LayerSpec> layers, const std::vector<int64_t>& inpu
     layers.clear();
 
     StepGraph g(steps_, value_of.back());
-    while (rewrite(g, input_.d)) {
+    while (rewrite(g)) {
     }
     if (g.output < 0)
         throw UnsupportedModelError(source_ + ": the model computes nothing (its output is its input)");

@@ -339,11 +339,16 @@ class _Builder:
             if isinstance(value, dict):
                 raise UnsupportedModelError(f"{self.where}: a model with named (dict) {what} is not supported")
             raise ModelFileError(f"{self.where}: malformed '{what}' in the Functional config")
-        for n, t in found:
+        return self.single_outputs(found, f"{self.where}: {what}")
+
+    @staticmethod
+    def single_outputs(refs: list, where: str) -> list[str]:
+        """The layer names of (name, tensor index) references, each to a layer's only output."""
+        for n, t in refs:
             if t != 0:
-                raise UnsupportedModelError(f"{self.where}: {what} refer to output {t} of layer '{n}'; only layers "
-                                            "with one output are supported")
-        return [hdf5.name(n, f"{self.where}: {what}") for n, _ in found]
+                raise UnsupportedModelError(f"{where}: a reference to output {t} of layer '{n}'; only layers with "
+                                            "one output are supported")
+        return [hdf5.name(n, where) for n, _ in refs]
 
     def keras_tensors(self, value: Any, out: list, depth: int = 0) -> None:
         """The [name, node, tensor] histories of the Keras 3 __keras_tensor__ objects in a
@@ -387,8 +392,4 @@ class _Builder:
                 refs.append(r)
         else:
             raise ModelFileError(f"{self.w(l)}: malformed inbound node")
-        for n, t in refs:
-            if t != 0:
-                raise UnsupportedModelError(f"{self.w(l)}: reads output {t} of layer '{n}'; only layers with one "
-                                            "output are supported")
-        return [hdf5.name(n, f"{self.w(l)}: an inbound node") for n, _ in refs]
+        return self.single_outputs(refs, f"{self.w(l)}: an inbound node")
