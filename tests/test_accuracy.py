@@ -25,7 +25,7 @@ def test_every_cpu_kernel_set_agrees_with_the_blas_reference(name, mnist_test):
     # real digits, at batch 1 (direct dense), 16 and a large batch (SGEMM dense).
     x = mnist_test[0][:1000, ..., None].astype(np.float32) / 255
     ref = lenet.Engine(name, device="cpu", threads=2, cpu_kernels="blas").predict_proba(x)
-    for kernels in lenet.cpu_kernel_sets()[:-1]:
+    for kernels in [k for k in lenet.cpu_kernel_sets() if k != "blas"]:
         engine = lenet.Engine(name, device="cpu", threads=2, cpu_kernels=kernels)
         got = np.concatenate([engine.predict_proba(x[:1]), engine.predict_proba(x[1:17]),
                               engine.predict_proba(x[17:])])

@@ -91,24 +91,59 @@ def test_planner_pool_padding(kind):
         np.testing.assert_allclose(p["avg_factor"], real, rtol=1e-6)
 
 
-@built
-def test_versions_are_reported():
-    # In a fresh process, as `lenet-cli --version` runs: in a process that imported
-    # TensorFlow first, cuBLAS calls can bind to TF's stubs (see the issue-3 note).
+def _info_in_fresh_process(first: str = "") -> dict:
+    """lenet.info() in a new interpreter that imported `first` (a module list) before lenet."""
     import json
     import sys
-    out = subprocess.run([sys.executable, "-c", "import json, lenet; print(json.dumps(lenet.info()))"],
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    info = json.loads(out.stdout.strip().splitlines()[-1])
+    code = (f"import {first}\n" if first else "") + (
+        "import json, lenet\n"
+        "from lenet import _native\n"
+        "d = lenet.info()\n"
+        "d['bound'] = {s: _native.cuda_module.symbol_library(s) for s in "
+        "('cublasCreate_v2', 'cublasGetProperty', 'cudnnCreate', 'cudnnGetVersion')}\n"
+        "print(json.dumps(d))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@built
+def test_versions_are_reported():
+    info = _info_in_fresh_process()
     assert "cuda" in info["backends_built"]
     for key in ("cuda_runtime", "cudnn_linked", "cudnn_loaded", "cublas_linked", "cublas_loaded"):
         assert info[key], key
-    # Linked and loaded cuDNN / cuBLAS share their major version.
+    # Linked and loaded cuDNN / cuBLAS share their major version, and are the wheels'.
     assert info["cudnn_linked"].split(".")[0] == info["cudnn_loaded"].split(".")[0] == "9"
     assert info["cublas_linked"].split(".")[0] == info["cublas_loaded"].split(".")[0]
+    assert "/nvidia/cudnn/lib/libcudnn" in info["cudnn_path"], info["cudnn_path"]
+    assert "/nvidia/cu13/lib/libcublas.so" in info["cublas_path"], info["cublas_path"]
     out = subprocess.run(["lenet-cli", "--version"], capture_output=True, text=True)
     assert "cudnn_loaded" in out.stdout
+
+
+def _frameworks() -> list[str]:
+    import importlib.util
+    return [m for m in ("tensorflow", "torch", "jax") if importlib.util.find_spec(m) is not None]
+
+
+@built
+@pytest.mark.parametrize("first", ["tensorflow", "torch", "all"])
+def test_frameworks_imported_first_do_not_change_what_lenet_binds(first):
+    """TensorFlow's libtensorflow_framework exports stubs of the cuBLAS, cuDNN and CUDA
+    runtime APIs (forwarding to the CUDA 12 libraries it looks for): without
+    RTLD_DEEPBIND the engine's cuBLAS calls bound to them (cublas_loaded '0.0.0')."""
+    present = _frameworks()
+    wanted = present if first == "all" else [first]
+    if not set(wanted) <= set(present) or not wanted:
+        pytest.skip(f"{first} is not installed")
+    alone = _info_in_fresh_process()
+    after = _info_in_fresh_process(", ".join(wanted))
+    for key in ("cublas_loaded", "cudnn_loaded", "cublas_path", "cudnn_path", "bound"):
+        assert after[key] == alone[key], (key, after[key], alone[key])
+    lib = {"cublas": alone["cublas_path"], "cudnn": alone["cudnn_path"]}
+    for symbol, path in after["bound"].items():
+        assert path == lib["cublas" if symbol.startswith("cublas") else "cudnn"], (symbol, path)
 
 
 @built

@@ -30,7 +30,8 @@ from keras_fixtures import softmax  # noqa: E402
 from lenet.keras import layers as keras_layers  # noqa: E402
 
 TOL = 1e-5
-KERNELS = ["auto", "blas"]
+# "nchw": the CUDA backend's layout and decisions on the CPU (issue 14): the GPU path, checked here.
+KERNELS = ["auto", "blas", "nchw"]
 
 
 def assert_parity(got, want, what):

@@ -13,8 +13,9 @@ import lenet
 from lenet import _core
 
 RNG = np.random.default_rng(1234)
-# Every CPU kernel set this machine runs (hand-written per instruction set, then
-# the im2col + OpenBLAS reference): each op is checked on each.
+# Every CPU kernel set this machine runs (hand-written per instruction set, the
+# im2col + OpenBLAS reference, then "nchw": the CUDA backend's layout, weight
+# forms, padding choices and element functions on the CPU): each op is checked on each.
 KERNELS = _core.cpu_kernel_sets()
 
 
@@ -292,7 +293,7 @@ def test_batch_split_matches_single_images(threads):
 
 
 def test_cpu_kernel_sets():
-    assert KERNELS[-1] == "blas" and "generic" in KERNELS
+    assert KERNELS[-2:] == ["blas", "nchw"] and "generic" in KERNELS
     assert lenet.cpu_kernel_sets() == KERNELS
     with pytest.raises(lenet.InputError, match="not available"):
         run([layer("max_pool2d", kernel=(2, 2), strides=(2, 2))], np.zeros((1, 4, 4, 1), np.float32),

@@ -26,8 +26,13 @@ N_MNIST_FIXTURE = 200
 N_MNIST_SHIPPED = 1000
 
 
-def engine(weights, arch=None):
-    return lenet.Engine(weights=str(weights), device="cpu", arch=None if arch is None else str(arch))
+def engine(weights, arch=None, kernels="auto"):
+    return lenet.Engine(weights=str(weights), device="cpu", arch=None if arch is None else str(arch),
+                        cpu_kernels=kernels)
+
+
+# The default CPU kernels, and the CUDA backend's layout and decisions run on the CPU.
+KERNELS = ["auto", "nchw"]
 
 
 def assert_parity(p, want, what):
@@ -47,10 +52,11 @@ def keras_probabilities(y, logits):
     return softmax(y) if logits else np.asarray(y, dtype=np.float32)
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("name", list(FIXTURES))
-def test_parity_random_inputs(fixtures, name):
+def test_parity_random_inputs(fixtures, name, kernels):
     fx = fixture(fixtures, name)
-    eng = engine(fx.weights, fx.arch)
+    eng = engine(fx.weights, fx.arch, kernels)
     assert_parity(eng.predict(fx.x), fx.expected, f"{name} ({len(fx.x)} random inputs, predict)")
     assert_parity(eng.predict_proba(fx.x), keras_probabilities(fx.expected, fx.logits),
                   f"{name} ({len(fx.x)} random inputs, predict_proba)")
@@ -63,12 +69,13 @@ def _mnist_input(fx, images):
 
 
 @pytest.mark.parametrize("name", [n for n in FIXTURES if n not in ("k3_deep_dense_weights", "k2_deep_dense_weights")])
-def test_parity_mnist_digits(fixtures, mnist_test, name):
+@pytest.mark.parametrize("kernels", KERNELS)
+def test_parity_mnist_digits(fixtures, mnist_test, name, kernels):
     fx = fixture(fixtures, name)
     assert fx.x[0].size == 28 * 28
     x = _mnist_input(fx, mnist_test[0][:N_MNIST_FIXTURE])
     want = keras_probabilities(fx.reference(x), fx.logits)
-    p = engine(fx.weights, fx.arch).predict_proba(x)
+    p = engine(fx.weights, fx.arch, kernels).predict_proba(x)
     assert_parity(p, want, f"{name} ({len(x)} MNIST digits)")
 
 
@@ -98,8 +105,9 @@ def shipped_reference(name, images):
     return _shipped_cache[name]
 
 
+@pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("name", SHIPPED_MODELS)
-def test_parity_shipped_model(mnist_test, name):
+def test_parity_shipped_model(mnist_test, name, kernels):
     x, want = shipped_reference(name, mnist_test[0][:N_MNIST_SHIPPED])
-    p = engine(shipped_weights(name)).predict_proba(x)
+    p = engine(shipped_weights(name), kernels=kernels).predict_proba(x)
     assert_parity(p, want, f"shipped {name} ({len(x)} MNIST test digits)")

@@ -263,9 +263,11 @@ PYBIND11_MODULE(_core, m) {
             std::vector<std::string> names;
             for (const auto* t : cpu::supported_tables()) names.push_back(t->isa);
             names.push_back("blas");
+            names.push_back("nchw");
             return names;
         },
-        "The CPU kernel sets this CPU runs, best first, then the BLAS reference path.");
+        "The CPU kernel sets this CPU runs, best first, then the BLAS reference path, then the CUDA backend's "
+        "layout and algorithms on the CPU (for testing the GPU path without a GPU).");
     m.def(
         "mac_rate",
         [](int threads, double seconds) {

@@ -4,8 +4,12 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
+#include <dlfcn.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <map>
+#include <string>
 
 #include "../backends/cuda/cuda_backend.h"
 #include "../backends/cuda/planner.h"
@@ -19,6 +23,28 @@ namespace {
 std::string cuda_version(int v) { return v ? std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) : "none"; }
 std::string cudnn_version(size_t v) {
     return std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." + std::to_string(v % 100);
+}
+
+// The functions whose binding says which cuBLAS and cuDNN this module calls. Taking
+// a function's address here reads the module's own GOT entry: the definition the
+// dynamic linker bound the module's calls to, whichever library that is.
+const std::map<std::string, const void*>& probes() {
+    static const std::map<std::string, const void*> table{
+        {"cublasCreate_v2", reinterpret_cast<const void*>(&cublasCreate_v2)},
+        {"cublasGetProperty", reinterpret_cast<const void*>(&cublasGetProperty)},
+        {"cudnnCreate", reinterpret_cast<const void*>(&cudnnCreate)},
+        {"cudnnGetVersion", reinterpret_cast<const void*>(&cudnnGetVersion)},
+    };
+    return table;
+}
+
+// The file of the shared object that defines `symbol` as this module calls it.
+std::string symbol_library(const std::string& symbol) {
+    const auto it = probes().find(symbol);
+    if (it == probes().end()) throw py::value_error("no probe for '" + symbol + "'");
+    Dl_info where{};
+    if (!dladdr(it->second, &where) || !where.dli_fname) return "";
+    return where.dli_fname;
 }
 
 py::dict info() {
@@ -37,6 +63,8 @@ py::dict info() {
     cublasGetProperty(MINOR_VERSION, &minor);
     cublasGetProperty(PATCH_LEVEL, &patch);
     d["cublas_loaded"] = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+    d["cudnn_path"] = symbol_library("cudnnCreate");
+    d["cublas_path"] = symbol_library("cublasCreate_v2");
     std::string why;
     if (cuda::device_count(&why) > 0) {
         cudaDeviceProp prop{};
@@ -89,6 +117,9 @@ PYBIND11_MODULE(_cuda, m) {
         return total - free;
     }, "Bytes of GPU memory in use on the device (0 without a GPU).");
     m.def("info", &info, "CUDA runtime/driver, cuDNN and cuBLAS versions (linked and loaded), GPU name.");
+    m.def("symbol_library", &symbol_library, py::arg("symbol"),
+          "The shared object this module's calls to `symbol` are bound to (cublasCreate_v2, cublasGetProperty, "
+          "cudnnCreate, cudnnGetVersion).");
     m.def("plan", &plan, py::arg("network"), py::arg("batch"),
           "The cuDNN planner's descriptors for each step: runs without a GPU.");
 }

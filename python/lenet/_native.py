@@ -11,6 +11,7 @@ import ctypes
 import importlib
 import importlib.util
 import os
+import sys
 import threading
 
 
@@ -43,12 +44,36 @@ _preload_openblas()
 from . import _core  # noqa: E402
 
 
+# How the CUDA module and the wheel libraries under it are loaded. RTLD_DEEPBIND:
+# each resolves its undefined symbols in itself and its own dependencies before
+# the global scope. Without it, a process that imported TensorFlow first (whose
+# libtensorflow_framework exports stubs of the whole cuBLAS, cuBLASLt, cuDNN and
+# CUDA runtime APIs, forwarding to the CUDA 12 libraries it looks for) would bind
+# the engine's cublasCreate_v2 and friends to those stubs. RTLD_LOCAL: the wheel
+# libraries stay out of the global scope, so neither do we change what a library
+# loaded after us binds to.
+_CUDA_DLOPEN_FLAGS = os.RTLD_NOW | os.RTLD_LOCAL | getattr(os, "RTLD_DEEPBIND", 0)
+
+# The wheel libraries, dependencies first: cuBLASLt before cuBLAS, cuDNN's
+# sub-libraries (which libcudnn.so.9 opens by name when first needed) after
+# libcudnn_graph they depend on (not libcudnn_adv: RNNs and attention, never
+# used here). Preloaded, each is found by its soname when the module or cuDNN
+# asks for it, already bound to its own dependencies. Cost: ~65 MB more resident
+# memory once the CUDA module loads, which cuDNN would load on its first
+# convolution anyway.
+_CUDA_WHEEL_LIBRARIES = (
+    ("nvidia.cu13", ("libcublasLt.so.13", "libcublas.so.13")),
+    ("nvidia.cudnn", ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9",
+                      "libcudnn_engines_runtime_compiled.so.9", "libcudnn_heuristic.so.9", "libcudnn_ops.so.9",
+                      "libcudnn_cnn.so.9", "libcudnn.so.9")),
+)
+
+
 def _preload_cuda_libraries() -> None:
-    """Loads cuBLASLt, cuBLAS and cuDNN from the nvidia-* wheels, in that order
-    (cuBLASLt first so cuBLAS cannot pick up another copy), for installs where the
-    module's rpath does not reach them. Failures are left to the import to report."""
-    for package, names in (("nvidia.cu13", ("libcublasLt.so.13", "libcublas.so.13")),
-                           ("nvidia.cudnn", ("libcudnn.so.9",))):
+    """Loads cuBLASLt, cuBLAS and cuDNN from the nvidia-* wheels (see above), also
+    for installs where the module's rpath does not reach them. Failures are left to
+    the import to report."""
+    for package, names in _CUDA_WHEEL_LIBRARIES:
         try:
             spec = importlib.util.find_spec(package)
         except (ImportError, ValueError):
@@ -58,7 +83,7 @@ def _preload_cuda_libraries() -> None:
                 path = os.path.join(root, "lib", name)
                 if os.path.exists(path):
                     try:
-                        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                        ctypes.CDLL(path, mode=_CUDA_DLOPEN_FLAGS)
                     except OSError:
                         pass
 
@@ -68,10 +93,14 @@ def _load_cuda():
     if not cuda_built():
         return None, "lenet was built without the CUDA backend"
     _preload_cuda_libraries()
+    saved = sys.getdlopenflags()
+    sys.setdlopenflags(_CUDA_DLOPEN_FLAGS)
     try:
         return importlib.import_module("lenet._cuda"), ""
     except ImportError as e:  # built, but cuDNN / cuBLAS / the CUDA runtime cannot be loaded
         return None, f"the CUDA backend is built but cannot be loaded: {e}"
+    finally:
+        sys.setdlopenflags(saved)
 
 
 def cuda_built() -> bool:

@@ -1,6 +1,7 @@
 // The CPU backend: host memory, NHWC; direct kernels for the instruction set
 // of this CPU (direct.h), OpenBLAS for large GEMMs and as the reference path,
-// single-threaded inside each kernel. Parallelism comes from the executor
+// single-threaded inside each kernel. cpu_kernels="nchw" runs it in the CUDA
+// backend's layout instead (nchw_kernels.cpp), to test the GPU path on a CPU. Parallelism comes from the executor
 // running one plan per thread on its share of the batch, so BLAS threads and
 // ours never multiply.
 #include <cstdlib>
@@ -28,7 +29,8 @@ class CpuBackend : public Backend {
 public:
     explicit CpuBackend(const BackendOptions& options)
         : threads_(std::max(1, options.threads)),
-          table_(options.cpu_kernels == "blas" ? nullptr : table_named(options.cpu_kernels)),
+          nchw_(options.cpu_kernels == "nchw"),
+          table_(options.cpu_kernels == "blas" || nchw_ ? nullptr : table_named(options.cpu_kernels)),
           pool_table_(table_ ? table_ : supported_tables().front()) {
         // BLAS runs inside our own threads: one BLAS thread each.
         static std::once_flag once;
@@ -38,9 +40,12 @@ public:
     std::string name() const override { return "cpu"; }
     std::string description() const override {
         return "CPU, " + std::to_string(threads_) + " thread" + (threads_ > 1 ? "s" : "") + ", " +
-               (table_ ? std::string(table_->isa) + " kernels, " : std::string("BLAS kernels, ")) + blas::config();
+               (nchw_   ? std::string("NCHW kernels (the CUDA backend's layout), ")
+                : table_ ? std::string(table_->isa) + " kernels, "
+                         : std::string("BLAS kernels, ")) +
+               blas::config();
     }
-    Layout layout() const override { return Layout::nhwc; }
+    Layout layout() const override { return nchw_ ? Layout::nchw : Layout::nhwc; }
     int max_batch() const override { return kMaxBatch; }
     // Kernels run any n <= capacity: a few plans serve every batch size.
     int plan_capacity(int n) const override { return pow2_capacity(n, kMaxBatch); }
@@ -49,6 +54,7 @@ public:
     // Conv and dense weights packed once for the direct kernels; the BLAS path and
     // the grouped or dilated convolutions read the Step's canonical weights.
     std::shared_ptr<const StepConstants> prepare(const Step& s) override {
+        if (nchw_) return prepare_nchw(s);
         if (!table_ || (s.op != OpKind::conv2d && s.op != OpKind::dense)) return nullptr;
         if (s.op == OpKind::conv2d && (s.groups != 1 || s.dh != 1 || s.dw != 1)) return nullptr;
         auto p = std::make_shared<PackedStep>();
@@ -60,6 +66,7 @@ public:
     }
 
     std::unique_ptr<Kernel> kernel(const Step& step, const StepConstants* constants, int capacity) override {
+        if (nchw_) return make_nchw_kernel(step, constants, capacity);
         const auto* packed = constants ? &static_cast<const PackedStep*>(constants)->packed : nullptr;
         switch (step.op) {
             case OpKind::conv2d: return make_conv2d(step, table_, packed, capacity);
@@ -98,7 +105,8 @@ public:
 
 private:
     int threads_;
-    const KernelTable* table_;       // null: cpu_kernels="blas"
+    bool nchw_;                      // cpu_kernels="nchw"
+    const KernelTable* table_;       // null: cpu_kernels="blas" or "nchw"
     const KernelTable* pool_table_;  // pooling has no BLAS form: the best table
 };
 

@@ -39,7 +39,7 @@ const KernelTable* table_named(const std::string& name) {
         known += std::string(known.empty() ? "" : ", ") + t->isa;
     }
     throw InputError("CPU kernels '" + name + "' are not available on this CPU (available: auto, " + known +
-                     ", blas)");
+                     ", blas, nchw)");
 }
 
 PackedWeights pack(const std::vector<float>& hwio, const std::vector<float>& bias, int kh, int kw, int ci, int co) {

@@ -33,6 +33,11 @@ std::unique_ptr<Kernel> make_pool2d(const Step& s, const KernelTable& table);
 std::unique_ptr<Kernel> make_elementwise(const Step& s);  // activation, softmax, affine, prelu, merge, pad2d
 std::unique_ptr<Kernel> make_tensor_op(const Step& s);    // reshape, permute, concat, resize
 
+// cpu_kernels="nchw": the CUDA backend's layout and decisions on the host
+// (nchw_kernels.cpp). Constants from prepare_nchw, which make_nchw_kernel reads.
+std::shared_ptr<const StepConstants> prepare_nchw(const Step& s);
+std::unique_ptr<Kernel> make_nchw_kernel(const Step& s, const StepConstants* constants, int capacity);
+
 // y[i] = act(y[i]) over n values, in place.
 void apply_activation(const Activation& act, float* y, size_t n);
 

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "../../net/layout.h"
+#include "../nchw/plan.h"
 #include "elementwise.cuh"
 #include "planner.h"
 #include "resources.h"
@@ -365,22 +365,10 @@ public:
     int parallelism() const override { return 1; }
 
     std::shared_ptr<const StepConstants> prepare(const Step& s) override {
+        const nchw::Constants host = nchw::constants(s);
         auto k = std::make_shared<DeviceConstants>();
-        if (s.op == OpKind::conv2d) {
-            k->weights = upload(conv_hwio_to_oihw(s.weights, s.kh, s.kw, s.in.c / s.groups, s.out.c));
-            k->bias = upload(s.bias);
-        } else if (s.op == OpKind::dense) {
-            // Activations arrive in NCHW order: the rows after a Flatten follow it.
-            k->weights = upload(s.in.h * s.in.w > 1 ? dense_rows_hwc_to_chw(s.weights, s.in, s.out.c) : s.weights);
-            k->bias = upload(s.bias);
-        } else if (s.op == OpKind::affine || s.op == OpKind::layer_norm) {
-            k->weights = upload(s.scale);
-            k->bias = upload(s.shift);
-        } else if (s.op == OpKind::prelu) {
-            std::vector<float> alpha(s.scale.size());  // (h, w, c) -> (c, h, w)
-            nhwc_to_nchw(s.scale.data(), alpha.data(), 1, s.out);
-            k->weights = upload(alpha);
-        }
+        if (!host.weights.empty()) k->weights = upload(host.weights);
+        if (!host.bias.empty()) k->bias = upload(host.bias);
         return k;
     }
 

@@ -5,20 +5,6 @@
 
 namespace lenet::cuda {
 
-PaddingChoice choose_padding(const Step& s) {
-    PaddingChoice c;
-    const Pads p = s.pad;
-    const bool any = p.top || p.bottom || p.left || p.right;
-    if (!any) return c;
-    const bool symmetric = p.top == p.bottom && p.left == p.right;
-    if (s.op == OpKind::conv2d && symmetric) {
-        c.pad_h = p.top, c.pad_w = p.left;
-        return c;
-    }
-    if (s.op == OpKind::conv2d || s.op == OpKind::max_pool2d || s.op == OpKind::avg_pool2d) c.prepad = p;
-    return c;
-}
-
 namespace {
 
 // For cuDNN's fused conv + bias + activation, which the backend tries for a plain ReLU only.
@@ -44,19 +30,20 @@ StepPlan plan_step(const Step& s, int n, bool allow_tf32) {
     StepPlan p;
     p.step = &s;
     p.n = n;
-    p.padding = choose_padding(s);
+    p.padding = nchw::choose_padding(s);
     p.x = tensor_desc(n, s.in.c, s.in.h, s.in.w);
     p.y = tensor_desc(n, s.out.c, s.out.h, s.out.w);
 
     if (p.padding.prepadded()) {
         const Pads& q = p.padding.prepad;
-        const int hp = s.in.h + q.top + q.bottom, wp = s.in.w + q.left + q.right;
+        const Dims padded = nchw::padded_dims(s, p.padding);
+        const int hp = padded.h, wp = padded.w;
         p.padded = tensor_desc(n, s.in.c, hp, wp);
         p.padded_view = create<TensorDesc, cudnnCreateTensorDescriptor>();
         LENET_CHECK(cudnnSetTensor4dDescriptorEx(p.padded_view.get(), CUDNN_DATA_FLOAT, n, s.in.c, s.in.h, s.in.w,
                                                  s.in.c * hp * wp, hp * wp, wp, 1));
         p.padded_offset = size_t(q.top) * wp + q.left;
-        p.pad_value = s.op == OpKind::max_pool2d ? -std::numeric_limits<float>::infinity() : 0.f;
+        p.pad_value = nchw::pad_value(s);
     }
     // The tensor cuDNN reads: the input itself, or its pre-padded copy.
     cudnnTensorDescriptor_t in_desc = p.padding.prepadded() ? p.padded.get() : p.x.get();
@@ -92,16 +79,7 @@ StepPlan plan_step(const Step& s, int n, bool allow_tf32) {
             LENET_CHECK(cudnnGetPooling2dForwardOutputDim(p.pool.get(), in_desc, &p.cudnn_out[0], &p.cudnn_out[1],
                                                           &p.cudnn_out[2], &p.cudnn_out[3]));
             check_dims(s, p.cudnn_out, n);
-            if (s.op == OpKind::avg_pool2d && p.padding.prepadded()) {
-                p.avg_factor.resize(size_t(s.out.h) * s.out.w);
-                for (int oy = 0; oy < s.out.h; ++oy)
-                    for (int ox = 0; ox < s.out.w; ++ox) {
-                        const int y0 = oy * s.sh - s.pad.top, x0 = ox * s.sw - s.pad.left;
-                        const int rows = std::min(y0 + s.kh, s.in.h) - std::max(y0, 0);
-                        const int cols = std::min(x0 + s.kw, s.in.w) - std::max(x0, 0);
-                        p.avg_factor[size_t(oy) * s.out.w + ox] = float(s.kh * s.kw) / float(rows * cols);
-                    }
-            }
+            p.avg_factor = nchw::average_factors(s, p.padding);
             break;
         }
         case OpKind::dense:

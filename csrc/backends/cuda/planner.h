@@ -2,27 +2,19 @@
 // needs and how padding is realised. It makes no device call (cuDNN's
 // descriptor and shape functions run without a GPU), so CI checks it.
 //
-// Padding: cuDNN pads symmetrically only. A conv whose pads are symmetric uses
-// cuDNN's own padding. Otherwise, and for every padded pooling, the input is
-// copied into a pre-padded buffer (zeros for conv and average pooling, -inf for
-// max pooling) and cuDNN runs with no padding; average pooling then divides by
-// the window size, and a per-position factor (window size / real pixels)
-// restores TensorFlow's average over real pixels only.
+// How padding is realised is nchw/plan.h's choice, shared with the CPU
+// backend's NCHW mode.
 #pragma once
 
 #include <vector>
 
 #include "../../net/network.h"
+#include "../nchw/plan.h"
 #include "resources.h"
 
 namespace lenet::cuda {
 
-struct PaddingChoice {
-    int pad_h = 0, pad_w = 0;  // symmetric padding given to cuDNN
-    Pads prepad;               // padding copied in before the op (all zero: none)
-    bool prepadded() const { return prepad.top || prepad.bottom || prepad.left || prepad.right; }
-};
-PaddingChoice choose_padding(const Step& step);
+using nchw::PaddingChoice;
 
 struct StepPlan {
     const Step* step = nullptr;
