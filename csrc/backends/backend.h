@@ -14,6 +14,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <variant>
+#include <vector>
 
 #include "../net/network.h"
 #include "../net/thread_pool.h"
@@ -31,6 +34,12 @@ struct StepConstants {
     virtual ~StepConstants() = default;
 };
 
+// What a kernel or a stream decided when it was planned or first run (an
+// algorithm, whether a fusion applied and why, graph or eager), for
+// Engine.describe(): (name, value) pairs.
+using Fact = std::pair<std::string, std::variant<bool, int64_t, std::string>>;
+using Facts = std::vector<Fact>;
+
 // The inputs of a kernel call: x[0] is the first (the only one but for merge and
 // concat steps), in the order of Step::inputs.
 using Inputs = const float* const*;
@@ -46,6 +55,7 @@ public:
     // nothing else to do during this call (the executor's, when the whole call is
     // one task), over which a large kernel may split its work; null otherwise.
     virtual void run(Inputs x, float* y, int n, ThreadPool* spare) = 0;
+    virtual Facts facts() const { return {}; }
 };
 
 // Runs the layers of one plan for one call. `layers(in, out, n)` launches every
@@ -60,6 +70,7 @@ public:
     // directly; a GPU stream stages through pinned memory and may capture the whole
     // walk (copies included) once and replay it.
     virtual void forward(const float* x_host, float* y_host, int n, const LayerWalk& layers) = 0;
+    virtual Facts facts() const { return {}; }
 };
 
 class Backend {

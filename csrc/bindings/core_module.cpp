@@ -252,6 +252,27 @@ PYBIND11_MODULE(_core, m) {
             },
             py::arg("x"), "A distribution over the classes per input (see Executor::Output), for a C-contiguous "
                           "float32 batch in the model's input shape.")
+        .def(
+            "describe",
+            [](Executor& ex) {
+                py::list plans;
+                for (const auto& r : ex.describe()) {
+                    py::list nodes;
+                    for (const auto& node : r.nodes) {
+                        py::dict d;
+                        d["steps"] = py::make_tuple(node.first, node.last);
+                        for (const auto& [k, v] : node.kernel) d[py::str(k)] = v;
+                        nodes.append(d);
+                    }
+                    py::dict stream;
+                    for (const auto& [k, v] : r.stream) stream[py::str(k)] = v;
+                    plans.append(py::dict(py::arg("capacity") = r.capacity, py::arg("stream") = stream,
+                                          py::arg("kernels") = nodes));
+                }
+                return plans;
+            },
+            "What each plan made so far decided: per plan its capacity, its stream's facts (graph or eager) "
+            "and, per kernel, the steps it runs and its facts (algorithm, fusion, workspace).")
         .def_property_readonly("device", [](const Executor& e) { return e.backend().name(); })
         .def_property_readonly("description", [](const Executor& e) { return e.backend().description(); })
         .def_property_readonly("threads", &Executor::threads);

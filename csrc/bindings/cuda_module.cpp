@@ -120,6 +120,22 @@ PYBIND11_MODULE(_cuda, m) {
     m.def("symbol_library", &symbol_library, py::arg("symbol"),
           "The shared object this module's calls to `symbol` are bound to (cublasCreate_v2, cublasGetProperty, "
           "cudnnCreate, cudnnGetVersion).");
+    m.def(
+        "pick_algorithm",
+        [](const std::vector<py::dict>& results, bool allow_tf32, size_t workspace_limit) {
+            std::vector<cuda::AlgoCandidate> c;
+            for (const py::dict& d : results)
+                c.push_back({d["algo"].cast<int>(), d["ok"].cast<bool>(), d["time_ms"].cast<float>(),
+                             d["memory"].cast<size_t>(), d["deterministic"].cast<bool>(),
+                             d["tensor_math"].cast<bool>()});
+            return cuda::pick_algorithm(c, allow_tf32, workspace_limit);
+        },
+        py::arg("results"), py::arg("allow_tf32"), py::arg("workspace_limit"),
+        "The backend's choice among cudnnFind results (dicts: algo, ok, time_ms, memory, deterministic, "
+        "tensor_math; fastest first): an index, or -1.");
+    m.def("algorithm_name", &cuda::algorithm_name, py::arg("algo"));
+    m.def("cublas_workspace_bytes", &cuda::cublas_workspace_bytes, py::arg("major"),
+          "The cuBLAS workspace the backend gives a GPU of this compute capability major.");
     m.def("plan", &plan, py::arg("network"), py::arg("batch"),
           "The cuDNN planner's descriptors for each step: runs without a GPU.");
 }

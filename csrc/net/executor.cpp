@@ -16,6 +16,7 @@ struct Executor::Plan {
     int capacity = 0;
     struct Node {
         std::unique_ptr<Kernel> kernel;
+        int first = 0, last = 0;         // the steps it runs
         std::vector<int> inputs;
         std::vector<const float*> args;  // the input pointers of the current call
         int slot = -1;
@@ -71,6 +72,7 @@ std::unique_ptr<Executor::Plan> Executor::make_plan(int capacity) {
         if (!k) k = backend_->kernel(steps[i], constants_[i].get(), capacity);
         Plan::Node node;
         node.kernel = std::move(k);
+        node.first = i, node.last = last;
         for (int v : steps[i].inputs) node.inputs.push_back(v < 0 ? -1 : node_of[v]);
         node.args.resize(node.inputs.size());
         node_of[i] = node_of[last] = int(plan->nodes.size());
@@ -110,6 +112,21 @@ std::unique_ptr<Executor::Plan> Executor::make_plan(int capacity) {
     if (transpose_input_) plan->staged_in.resize(size_t(network_->input().d.size()) * capacity);
     if (transpose_output_) plan->staged_out.resize(size_t(network_->output_size()) * capacity);
     return plan;
+}
+
+std::vector<Executor::PlanReport> Executor::describe() {
+    std::lock_guard<std::mutex> lock(plans_mutex_);
+    std::vector<PlanReport> out;
+    for (const auto& [capacity, plans] : free_plans_)
+        if (!plans.empty()) {
+            const Plan& plan = *plans.front();
+            PlanReport r;
+            r.capacity = capacity;
+            r.stream = plan.stream->facts();
+            for (const Plan::Node& node : plan.nodes) r.nodes.push_back({node.first, node.last, node.kernel->facts()});
+            out.push_back(std::move(r));
+        }
+    return out;
 }
 
 std::unique_ptr<Executor::Plan> Executor::acquire(int capacity) {

@@ -36,6 +36,18 @@ public:
     // y: n x output_size values.
     void run(const float* x, float* y, int64_t n, Output output = Output::raw);
 
+    // What the plans made so far decided (those not running a call right now).
+    struct PlanReport {
+        int capacity = 0;
+        Facts stream;
+        struct Node {
+            int first = 0, last = 0;  // the steps this kernel runs (a fused pair: two)
+            Facts kernel;
+        };
+        std::vector<Node> nodes;
+    };
+    std::vector<PlanReport> describe();
+
     const Network& network() const { return *network_; }
     const Backend& backend() const { return *backend_; }
     int threads() const { return threads_; }

@@ -4,6 +4,8 @@ The LayerSpec fields mirror LENET_LAYER_FIELDS (csrc/net/layer.h);
 tests/test_core_api.py checks them against the module.
 """
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -79,6 +81,7 @@ class Executor:
                  cuda_graphs: bool = True, cpu_kernels: str = "auto") -> None: ...
     def run(self, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]: ...
     def probabilities(self, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]: ...
+    def describe(self) -> list[dict[str, Any]]: ...
     @property
     def device(self) -> str: ...
     @property

@@ -283,6 +283,8 @@ class Engine:
             raise InputError(f"cpu_kernels must be a string, got {cpu_kernels!r}")
         self._executor = _core.Executor(self.model._network, self.device, threads, allow_tf32, cuda_graphs,
                                         cpu_kernels)
+        self._options = {"tf32": bool(allow_tf32) and self.device == "cuda",
+                         "graphs": bool(cuda_graphs) and self.device == "cuda", "cpu_kernels": cpu_kernels}
         self._rank = len(self.model.input_shape)
 
     @property
@@ -294,8 +296,50 @@ class Engine:
         return self.model.classes
 
     def summary(self) -> str:
-        """Layers, output shapes and parameter counts, and the device."""
-        return self.model.summary() + f"\ndevice: {self._executor.description}"
+        """Layers, output shapes and parameter counts, the device, and what the
+        engine decided for it (see describe())."""
+        lines = [self.model.summary(), f"device: {self._executor.description}"]
+        d = self.describe()
+        for plan in d["plans"]:
+            if plan["execution"]:
+                lines.append(f"batch capacity {plan['capacity']}: {plan['execution']} ({plan['why']})")
+        for s in d["steps"]:
+            facts = [f"{k}={s[k]}" for k in ("algorithm", "math", "fused", "workspace_bytes") if s.get(k) is not None]
+            if facts:
+                lines.append(f"  {s['op']:<12} {s['layers']:<24} " + ", ".join(facts) +
+                             (f" ({s['fusion']})" if s.get("fusion") else ""))
+        return "\n".join(lines)
+
+    def describe(self) -> dict:
+        """What the engine decided for its device, as data: ``device``,
+        ``description``, ``tf32`` and ``graphs`` (as asked), ``plans`` (one per batch
+        capacity planned so far: ``capacity``, ``execution`` "graph", "eager" or
+        "pending" on CUDA, None on the CPU, and ``why``), and ``steps`` (per kernel
+        of each plan: ``op``, ``layers``, ``capacity``, and on CUDA ``algorithm``,
+        ``math``, ``deterministic``, ``fused`` with ``fusion`` saying why or why
+        not, ``workspace_bytes``). Plans are made by calls: when none was made yet,
+        one call on a batch of zeros makes the batch-1 plan."""
+        plans = self._executor.describe()
+        if not plans:
+            self._executor.run(np.zeros((1,) + tuple(self.model.input_shape[1:]), np.float32))
+            plans = self._executor.describe()
+        rows = self.model._network.steps()
+        out = {"device": self.device, "description": self._executor.description, "tf32": self._options["tf32"],
+               "graphs": self._options["graphs"], "plans": [], "steps": []}
+        for plan in plans:
+            stream = plan["stream"]
+            out["plans"].append({"capacity": plan["capacity"], "execution": stream.get("execution"),
+                                 "why": stream.get("why", "")})
+            for kernel in plan["kernels"]:
+                first, last = kernel.pop("steps")
+                out["steps"].append({
+                    "op": "+".join(rows[i][0] for i in range(first, last + 1)),
+                    "layers": ", ".join(rows[i][1] for i in range(first, last + 1)),
+                    "capacity": plan["capacity"],
+                    "algorithm": kernel.pop("algorithm", None), "fused": kernel.pop("fused", None),
+                    "fusion": kernel.pop("fusion", ""), "workspace_bytes": kernel.pop("workspace_bytes", None),
+                    **kernel})
+        return out
 
     @property
     def input_shape(self) -> tuple:

@@ -1,9 +1,14 @@
 // The CUDA backend: NCHW float32 on one GPU. Convolution and pooling on cuDNN,
 // dense layers on cuBLAS, bias + activation fused into one small kernel where
 // cuDNN does not fuse them. Everything is planned before the first call: weights
-// uploaded once per engine; descriptors, algorithms (cudnnFind), workspaces and
-// buffers once per plan; the whole forward pass (input copy, layers, output copy)
-// captured into a CUDA graph on the first call and replayed after.
+// uploaded once per engine; descriptors, workspaces and buffers once per plan;
+// each convolution's algorithm once per process and shape (cudnnFind, cached);
+// the whole forward pass (input copy, layers, output copy) captured into a CUDA
+// graph on the first call and replayed after.
+//
+// Every copy and fill runs on the engine's stream (never the legacy default
+// stream, which is not ordered with it); host sources are staged through pinned
+// memory.
 //
 // Concurrency: one cuDNN handle, one cuBLAS handle and one stream per engine; a
 // mutex lets one call at a time use them (calls from several threads are
@@ -11,7 +16,9 @@
 #include "cuda_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "../nchw/plan.h"
@@ -24,28 +31,73 @@ namespace {
 
 constexpr int kMaxBatch = 4096;
 constexpr size_t kFindWorkspaceLimit = size_t(64) << 20;  // cudnnFind may try algorithms up to this
-constexpr size_t kCublasWorkspace = size_t(4) << 20;      // fixed, so captured graphs stay valid
 const float kOne = 1.f, kZero = 0.f;
 
-// Engine-wide CUDA state.
+// A convolution's algorithm and fusion, decided once per process and shape (see
+// conv_choices()).
+struct ConvChoice {
+    cudnnConvolutionFwdAlgo_t algo{};
+    cudnnMathType_t math{};
+    size_t workspace = 0;
+    bool deterministic = false;
+    float find_ms = 0.f;
+    bool fused = false;
+    cudnnNanPropagation_t nan = CUDNN_PROPAGATE_NAN;
+    std::string fusion;  // what was decided, and why
+};
+
+// Engine-wide CUDA state. Members in order of creation; the destructor releases
+// them in reverse, after the work queued on the stream has finished: the
+// handles (which hold the stream and the cuBLAS workspace) before the workspace
+// and the stream.
 struct Context {
     bool allow_tf32 = false;
     bool graphs = true;
+    bool capture_fault = false;  // tests: make every graph capture fail (LENET_CUDA_TEST_CAPTURE_FAULT)
     std::string device_name;
-    CudnnHandle cudnn;
-    CublasHandle cublas;
+    int cc_major = 0;
     StreamHandle stream;
     DeviceMemory cublas_workspace;
+    size_t cublas_workspace_bytes = 0;
+    CudnnHandle cudnn;
+    CublasHandle cublas;
     std::mutex mutex;
+
+    ~Context() {
+        if (stream) (void)cudaStreamSynchronize(stream.get());
+        cublas.reset();
+        cudnn.reset();
+        cublas_workspace.reset();
+        stream.reset();
+    }
 };
 
-DeviceMemory upload(const std::vector<float>& host) {
-    DeviceMemory d = device_alloc(host.size() * sizeof(float));
-    LENET_CHECK(cudaMemcpy(d.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+std::string error_text(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
+
+// Host vector to new device memory, through pinned staging on the engine's stream.
+DeviceMemory upload(Context& ctx, const std::vector<float>& host) {
+    const size_t bytes = host.size() * sizeof(float);
+    DeviceMemory d = device_alloc(bytes);
+    PinnedMemory staging = pinned_alloc(bytes);
+    std::memcpy(staging.get(), host.data(), bytes);
+    LENET_CHECK(cudaMemcpyAsync(d.get(), staging.get(), bytes, cudaMemcpyHostToDevice, ctx.stream.get()));
+    LENET_CHECK(cudaStreamSynchronize(ctx.stream.get()));  // before the staging buffer goes
     return d;
 }
 
 float* f(const DeviceMemory& m) { return static_cast<float*>(m.get()); }
+
+// The convolution choices of this process, shared by every engine (they all run
+// on device 0): each shape is searched once, and every plan of it, in any engine,
+// graph or eager, runs the same algorithm and gives the same bits.
+struct ConvChoices {
+    std::mutex mutex;
+    std::map<ConvKey, ConvChoice> by_key;
+};
+ConvChoices& conv_choices() {
+    static ConvChoices* choices = new ConvChoices;  // never destroyed: engines may outlive static destructors
+    return *choices;
+}
 
 struct DeviceConstants : StepConstants {
     DeviceMemory weights, bias;
@@ -76,84 +128,130 @@ class ConvKernel : public Kernel {
 public:
     ConvKernel(Context& ctx, StepPlan plan, const DeviceConstants& k) : ctx_(ctx), p_(std::move(plan)), k_(k) {
         prepad_.init(ctx_, p_);
-        choose_algorithm();
+        ConvChoices& cache = conv_choices();
+        std::lock_guard<std::mutex> lock(cache.mutex);
+        const ConvKey key = conv_key(p_, ctx_.allow_tf32);
+        auto it = cache.by_key.find(key);
+        if (it == cache.by_key.end()) it = cache.by_key.emplace(key, choose()).first;
+        choice_ = it->second;
+        if (ctx_.allow_tf32) LENET_CHECK(cudnnSetConvolutionMathType(p_.conv.get(), choice_.math));
+        if (choice_.fused && choice_.nan != CUDNN_PROPAGATE_NAN) p_.act = relu_desc(choice_.nan);
+        workspace_ = device_alloc(choice_.workspace);
     }
 
     void run(Inputs x, float* y, int, ThreadPool*) override {
         const float* src = prepad_.apply(ctx_, p_, x[0]);
         const Step& s = *p_.step;
-        if (fused_) {
+        if (choice_.fused) {
             // y = relu(conv(x) + bias); z = y with alpha2 = 0 as cuDNN requires a z tensor.
             LENET_CHECK(cudnnConvolutionBiasActivationForward(
-                ctx_.cudnn.get(), &kOne, prepad_.desc(p_), src, p_.w.get(), f(k_.weights), p_.conv.get(), algo_,
-                workspace_.get(), workspace_bytes_, &kZero, p_.y.get(), y, p_.bias.get(), f(k_.bias), p_.act.get(),
-                p_.y.get(), y));
+                ctx_.cudnn.get(), &kOne, prepad_.desc(p_), src, p_.w.get(), f(k_.weights), p_.conv.get(),
+                choice_.algo, workspace_.get(), choice_.workspace, &kZero, p_.y.get(), y, p_.bias.get(), f(k_.bias),
+                p_.act.get(), p_.y.get(), y));
             return;
         }
         LENET_CHECK(cudnnConvolutionForward(ctx_.cudnn.get(), &kOne, prepad_.desc(p_), src, p_.w.get(), f(k_.weights),
-                                            p_.conv.get(), algo_, workspace_.get(), workspace_bytes_, &kZero,
+                                            p_.conv.get(), choice_.algo, workspace_.get(), choice_.workspace, &kZero,
                                             p_.y.get(), y));
         launch_bias_act(y, f(k_.bias), int64_t(p_.n) * s.out.size(), s.out.c, s.out.h * s.out.w, s.act,
                         ctx_.stream.get());
         LENET_CHECK(cudaGetLastError());
     }
 
+    Facts facts() const override {
+        return {{"algorithm", std::string(algorithm_name(choice_.algo))},
+                {"math", std::string(choice_.math == CUDNN_FMA_MATH || choice_.math == CUDNN_DEFAULT_MATH ? "FP32"
+                                                                                                          : "TF32")},
+                {"deterministic", choice_.deterministic},
+                {"workspace_bytes", int64_t(choice_.workspace)},
+                {"fused", choice_.fused},
+                {"fusion", choice_.fusion},
+                {"prepadded", p_.padding.prepadded()}};
+    }
+
 private:
-    // cudnnFind measures every algorithm on scratch buffers; the fastest that
-    // respects the math mode wins. Then, for ReLU, one trial of the fused call
-    // decides whether cuDNN fuses this shape.
-    void choose_algorithm() {
+    // cudnnFind measures every algorithm on scratch buffers; pick_algorithm takes the
+    // fastest deterministic one that respects the math mode. Then, for ReLU, one
+    // trial of the fused call per NaN mode decides whether cuDNN fuses this shape.
+    // Runs once per process and shape (the caller caches it), under the engine's lock.
+    ConvChoice choose() {
         const Step& s = *p_.step;
-        const size_t in_floats = size_t(p_.n) * s.in.c * (s.in.h + p_.padding.prepad.top + p_.padding.prepad.bottom) *
-                                 (s.in.w + p_.padding.prepad.left + p_.padding.prepad.right);
-        DeviceMemory x = device_alloc(in_floats * sizeof(float));
-        DeviceMemory y = device_alloc(size_t(p_.n) * s.out.size() * sizeof(float));
-        LENET_CHECK(cudaMemset(x.get(), 0, in_floats * sizeof(float)));
+        cudaStream_t stream = ctx_.stream.get();
+        const Dims in = p_.padding.prepadded() ? nchw::padded_dims(s, p_.padding) : s.in;
+        const size_t in_bytes = size_t(p_.n) * in.size() * sizeof(float);
+        const size_t out_bytes = size_t(p_.n) * s.out.size() * sizeof(float);
+        DeviceMemory x = device_alloc(in_bytes), y = device_alloc(out_bytes);
+        LENET_CHECK(cudaMemsetAsync(x.get(), 0, in_bytes, stream));
         DeviceMemory scratch = device_alloc(kFindWorkspaceLimit);
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         int returned = 0;
         LENET_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
             ctx_.cudnn.get(), prepad_.desc(p_), x.get(), p_.w.get(), k_.weights.get(), p_.conv.get(), p_.y.get(),
             y.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, scratch.get(), kFindWorkspaceLimit));
-        int best = -1;
-        for (int i = 0; i < returned && best < 0; ++i) {
-            const bool tensor_math = perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
-                                     perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-            if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= kFindWorkspaceLimit &&
-                (ctx_.allow_tf32 || !tensor_math))
-                best = i;
-        }
+        std::vector<AlgoCandidate> candidates;
+        for (int i = 0; i < returned; ++i)
+            candidates.push_back({int(perf[i].algo), perf[i].status == CUDNN_STATUS_SUCCESS, perf[i].time,
+                                  perf[i].memory, perf[i].determinism == CUDNN_DETERMINISTIC,
+                                  perf[i].mathType == CUDNN_TENSOR_OP_MATH ||
+                                      perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION});
+        const int best = pick_algorithm(candidates, ctx_.allow_tf32, kFindWorkspaceLimit);
         if (best < 0) throw CudaError("cuDNN found no usable convolution algorithm for '" + s.layers + "'");
-        algo_ = perf[best].algo;
-        if (ctx_.allow_tf32) LENET_CHECK(cudnnSetConvolutionMathType(p_.conv.get(), perf[best].mathType));
-        workspace_bytes_ = perf[best].memory;
-        workspace_ = device_alloc(workspace_bytes_);
+        ConvChoice c;
+        c.algo = perf[best].algo;
+        c.math = perf[best].mathType;
+        c.workspace = perf[best].memory;
+        c.deterministic = candidates[best].deterministic;
+        c.find_ms = perf[best].time;
+        if (ctx_.allow_tf32) LENET_CHECK(cudnnSetConvolutionMathType(p_.conv.get(), c.math));
 
-        if (s.act.plain_relu()) {
-            const cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
-                ctx_.cudnn.get(), &kOne, prepad_.desc(p_), x.get(), p_.w.get(), f(k_.weights), p_.conv.get(), algo_,
-                workspace_.get(), workspace_bytes_, &kZero, p_.y.get(), y.get(), p_.bias.get(), f(k_.bias),
-                p_.act.get(), p_.y.get(), y.get());
-            fused_ = st == CUDNN_STATUS_SUCCESS;
+        if (!s.act.plain_relu()) {
+            c.fusion = s.act.linear() ? "no activation: bias in its own kernel"
+                                      : "activation " + s.act.str() + ": cuDNN fuses plain ReLU only; bias and "
+                                        "activation in one kernel";
+        } else {
+            DeviceMemory workspace = device_alloc(c.workspace);
+            std::string refused;
+            for (const cudnnNanPropagation_t nan : {CUDNN_PROPAGATE_NAN, CUDNN_NOT_PROPAGATE_NAN}) {
+                ActDesc act = relu_desc(nan);
+                const cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
+                    ctx_.cudnn.get(), &kOne, prepad_.desc(p_), x.get(), p_.w.get(), f(k_.weights), p_.conv.get(),
+                    c.algo, workspace.get(), c.workspace, &kZero, p_.y.get(), y.get(), p_.bias.get(), f(k_.bias),
+                    act.get(), p_.y.get(), y.get());
+                if (st == CUDNN_STATUS_SUCCESS) {
+                    c.fused = true;
+                    c.nan = nan;
+                    c.fusion = nan == CUDNN_PROPAGATE_NAN
+                                   ? "cudnnConvolutionBiasActivationForward, NaN propagating"
+                                   : "cudnnConvolutionBiasActivationForward, NaN not propagated (ReLU(NaN) = 0; "
+                                     "with NaN propagation cuDNN refused: " + refused + ")";
+                    break;
+                }
+                char detail[256] = {0};
+                cudnnGetLastErrorString(detail, sizeof(detail));
+                refused = std::string(cudnnGetErrorString(st)) + (detail[0] ? std::string(" ") + detail : "");
+            }
+            if (!c.fused) c.fusion = "cuDNN refused the fused call (" + refused + "): bias and ReLU in one kernel";
         }
-        LENET_CHECK(cudaStreamSynchronize(ctx_.stream.get()));
+        LENET_CHECK(cudaStreamSynchronize(stream));
+        return c;
     }
 
     Context& ctx_;
     StepPlan p_;
     const DeviceConstants& k_;
     Prepad prepad_;
-    cudnnConvolutionFwdAlgo_t algo_{};
+    ConvChoice choice_;
     DeviceMemory workspace_;
-    size_t workspace_bytes_ = 0;
-    bool fused_ = false;
 };
 
 class PoolKernel : public Kernel {
 public:
     PoolKernel(Context& ctx, StepPlan plan) : ctx_(ctx), p_(std::move(plan)) {
         prepad_.init(ctx_, p_);
-        if (!p_.avg_factor.empty()) factor_ = upload(p_.avg_factor);
+        if (!p_.avg_factor.empty()) factor_ = upload(ctx_, p_.avg_factor);
+    }
+    Facts facts() const override {
+        return {{"algorithm", std::string("cudnnPoolingForward")}, {"prepadded", p_.padding.prepadded()}};
     }
     void run(Inputs x, float* y, int, ThreadPool*) override {
         const float* src = prepad_.apply(ctx_, p_, x[0]);
@@ -185,6 +283,12 @@ public:
                                 x[0], in, &kZero, y, out));
         launch_bias_act(y, f(k_.bias), int64_t(p_.n) * out, out, 1, s.act, ctx_.stream.get());
         LENET_CHECK(cudaGetLastError());
+    }
+    Facts facts() const override {
+        return {{"algorithm", std::string("cublasSgemm")},
+                {"workspace_bytes", int64_t(ctx_.cublas_workspace_bytes)},
+                {"fused", false},
+                {"fusion", std::string("bias and activation in one kernel after the GEMM")}};
     }
 
 private:
@@ -244,6 +348,9 @@ public:
         }
         LENET_CHECK(cudaGetLastError());
     }
+    Facts facts() const override {
+        return {{"algorithm", std::string(p_.step->op == OpKind::softmax ? "cudnnSoftmaxForward" : "lenet kernel")}};
+    }
 
 private:
     Context& ctx_;
@@ -263,7 +370,8 @@ public:
           pinned_out_(pinned_alloc(out_bytes_ * capacity)),
           dev_in_(device_alloc(in_bytes_ * capacity)),
           dev_out_(device_alloc(out_bytes_ * capacity)),
-          graphs_(ctx.graphs) {
+          graphs_(ctx.graphs),
+          why_(ctx.graphs ? "not run yet" : "CUDA graphs turned off (cuda_graphs=False)") {
         // Rows past a call's n are computed too: keep them finite.
         std::memset(pinned_in_.get(), 0, in_bytes_ * capacity);
     }
@@ -285,6 +393,10 @@ public:
         std::memcpy(y, pinned_out_.get(), out_bytes_ * n);
     }
 
+    Facts facts() const override {
+        return {{"execution", std::string(exec_ ? "graph" : graphs_ ? "pending" : "eager")}, {"why", why_}};
+    }
+
 private:
     void enqueue(const LayerWalk& layers) {
         cudaStream_t s = ctx_.stream.get();
@@ -293,30 +405,41 @@ private:
         LENET_CHECK(cudaMemcpyAsync(pinned_out_.get(), dev_out_.get(), out_bytes_ * capacity_, cudaMemcpyDeviceToHost, s));
     }
 
-    // Records the forward pass into a graph. If this CUDA/cuDNN cannot capture
-    // it, the plan runs eagerly from then on: slower, still correct.
+    // Records the forward pass into a graph. If this CUDA/cuDNN cannot capture it
+    // (an uncapturable call, a driver that refuses), the plan runs eagerly from
+    // then on, this call included, and facts() says why.
     void capture(const LayerWalk& layers) {
         cudaStream_t s = ctx_.stream.get();
-        LENET_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        std::string failed;
         cudaGraph_t graph = nullptr;
-        try {
-            enqueue(layers);
-        } catch (const CudaError&) {
-            (void)cudaStreamEndCapture(s, &graph);
-            if (graph) cudaGraphDestroy(graph);
-            cudaGetLastError();
-            graphs_ = false;
-            return;
+        if (const cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal); e != cudaSuccess) {
+            failed = "cudaStreamBeginCapture: " + error_text(e);
+        } else {
+            try {
+                if (ctx_.capture_fault) LENET_CHECK(cudaStreamSynchronize(s));  // not allowed while capturing
+                enqueue(layers);
+            } catch (const CudaError& e) {
+                failed = e.what();
+            }
+            // Always ends the capture, so that the stream leaves capture mode.
+            const cudaError_t end = cudaStreamEndCapture(s, &graph);
+            if (failed.empty() && end != cudaSuccess) failed = "cudaStreamEndCapture: " + error_text(end);
         }
-        LENET_CHECK(cudaStreamEndCapture(s, &graph));
         GraphHandle owned(graph);
-        cudaGraphExec_t exec = nullptr;
-        if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
-            cudaGetLastError();
-            graphs_ = false;
-            return;
+        if (failed.empty()) {
+            cudaGraphExec_t exec = nullptr;
+            if (const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0); e != cudaSuccess)
+                failed = "cudaGraphInstantiate: " + error_text(e);
+            else
+                exec_.reset(exec);
         }
-        exec_.reset(exec);
+        if (!failed.empty()) {
+            (void)cudaGetLastError();
+            graphs_ = false;
+            why_ = "graph capture failed, running eagerly: " + failed;
+        } else {
+            why_ = "captured on the first call, replayed since";
+        }
     }
 
     Context& ctx_;
@@ -326,6 +449,7 @@ private:
     DeviceMemory dev_in_, dev_out_;
     GraphExec exec_;
     bool graphs_;  // still to try, or in use; false after a failed capture
+    std::string why_;
 };
 
 class CudaBackend : public Backend {
@@ -336,17 +460,22 @@ public:
         cudaDeviceProp prop{};
         LENET_CHECK(cudaGetDeviceProperties(&prop, 0));
         ctx_.device_name = prop.name;
+        ctx_.cc_major = prop.major;
         ctx_.allow_tf32 = options.allow_tf32;
         ctx_.graphs = options.cuda_graphs;
-        ctx_.cudnn = create<CudnnHandle, cudnnCreate>();
-        ctx_.cublas = create<CublasHandle, cublasCreate>();
+        const char* fault = std::getenv("LENET_CUDA_TEST_CAPTURE_FAULT");
+        ctx_.capture_fault = fault && *fault && std::string(fault) != "0";
         cudaStream_t stream = nullptr;
         LENET_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         ctx_.stream.reset(stream);
+        ctx_.cublas_workspace_bytes = cublas_workspace_bytes(prop.major);
+        ctx_.cublas_workspace = device_alloc(ctx_.cublas_workspace_bytes);
+        ctx_.cudnn = create<CudnnHandle, cudnnCreate>();
+        ctx_.cublas = create<CublasHandle, cublasCreate>();
         LENET_CHECK(cudnnSetStream(ctx_.cudnn.get(), stream));
         LENET_CHECK(cublasSetStream(ctx_.cublas.get(), stream));
-        ctx_.cublas_workspace = device_alloc(kCublasWorkspace);
-        LENET_CHECK(cublasSetWorkspace(ctx_.cublas.get(), ctx_.cublas_workspace.get(), kCublasWorkspace));
+        // After cublasSetStream, which resets the workspace to cuBLAS' own pool.
+        LENET_CHECK(cublasSetWorkspace(ctx_.cublas.get(), ctx_.cublas_workspace.get(), ctx_.cublas_workspace_bytes));
         // Default math keeps FP32 GEMMs in FP32; TF32 tensor cores only when asked.
         LENET_CHECK(cublasSetMathMode(ctx_.cublas.get(),
                                       options.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
@@ -354,8 +483,10 @@ public:
 
     std::string name() const override { return "cuda"; }
     std::string description() const override {
-        return "CUDA, " + ctx_.device_name + ", cuDNN " + std::to_string(cudnnGetVersion()) +
-               (ctx_.allow_tf32 ? ", TF32 allowed" : ", FP32") + (ctx_.graphs ? ", CUDA graphs" : ", no graphs");
+        return "CUDA, " + ctx_.device_name + " (sm_" + std::to_string(ctx_.cc_major) + "x), cuDNN " +
+               std::to_string(cudnnGetVersion()) + (ctx_.allow_tf32 ? ", TF32 allowed" : ", FP32") +
+               (ctx_.graphs ? ", CUDA graphs" : ", no graphs") + ", cuBLAS workspace " +
+               std::to_string(ctx_.cublas_workspace_bytes >> 20) + " MiB";
     }
     Layout layout() const override { return Layout::nchw; }
     int max_batch() const override { return kMaxBatch; }
@@ -367,8 +498,9 @@ public:
     std::shared_ptr<const StepConstants> prepare(const Step& s) override {
         const nchw::Constants host = nchw::constants(s);
         auto k = std::make_shared<DeviceConstants>();
-        if (!host.weights.empty()) k->weights = upload(host.weights);
-        if (!host.bias.empty()) k->bias = upload(host.bias);
+        std::lock_guard<std::mutex> lock(ctx_.mutex);
+        if (!host.weights.empty()) k->weights = upload(ctx_, host.weights);
+        if (!host.bias.empty()) k->bias = upload(ctx_, host.bias);
         return k;
     }
 

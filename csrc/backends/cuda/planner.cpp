@@ -5,16 +5,13 @@
 
 namespace lenet::cuda {
 
-namespace {
-
-// For cuDNN's fused conv + bias + activation, which the backend tries for a plain ReLU only.
-ActDesc activation_desc(const Activation& act) {
+ActDesc relu_desc(cudnnNanPropagation_t nan) {
     auto d = create<ActDesc, cudnnCreateActivationDescriptor>();
-    const cudnnActivationMode_t mode = act.plain_relu() ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY;
-    // NaN propagates, as in TensorFlow.
-    LENET_CHECK(cudnnSetActivationDescriptor(d.get(), mode, CUDNN_PROPAGATE_NAN, 0.0));
+    LENET_CHECK(cudnnSetActivationDescriptor(d.get(), CUDNN_ACTIVATION_RELU, nan, 0.0));
     return d;
 }
+
+namespace {
 
 void check_dims(const Step& s, const int got[4], int n) {
     if (got[0] != n || got[1] != s.out.c || got[2] != s.out.h || got[3] != s.out.w)
@@ -64,7 +61,9 @@ StepPlan plan_step(const Step& s, int n, bool allow_tf32) {
                                                               &p.cudnn_out[1], &p.cudnn_out[2], &p.cudnn_out[3]));
             check_dims(s, p.cudnn_out, n);
             p.bias = tensor_desc(1, s.out.c, 1, 1);
-            p.act = activation_desc(s.act);
+            // NaN propagates, as in TensorFlow; the backend falls back to not propagating
+            // where cuDNN refuses to fuse with it (see ConvKernel).
+            if (s.act.plain_relu()) p.act = relu_desc(CUDNN_PROPAGATE_NAN);
             break;
         }
         case OpKind::max_pool2d:
@@ -90,5 +89,42 @@ StepPlan plan_step(const Step& s, int n, bool allow_tf32) {
     }
     return p;
 }
+
+}  // namespace lenet::cuda
+
+namespace lenet::cuda {
+
+ConvKey conv_key(const StepPlan& p, bool allow_tf32) {
+    const Step& s = *p.step;
+    const Dims in = p.padding.prepadded() ? nchw::padded_dims(s, p.padding) : s.in;
+    return {p.n,  in.c,          in.h,          in.w, s.out.c, s.kh, s.kw, p.padding.pad_h, p.padding.pad_w,
+            s.sh, s.sw,          s.dh,          s.dw, s.groups, allow_tf32 ? 1 : 0, 0};
+}
+
+int pick_algorithm(const std::vector<AlgoCandidate>& c, bool allow_tf32, size_t workspace_limit) {
+    int fastest = -1;
+    for (int i = 0; i < int(c.size()); ++i) {
+        if (!c[i].ok || c[i].memory > workspace_limit || (c[i].tensor_math && !allow_tf32)) continue;
+        if (c[i].deterministic) return i;  // cudnnFind lists the fastest first
+        if (fastest < 0) fastest = i;
+    }
+    return fastest;
+}
+
+const char* algorithm_name(int algo) {
+    switch (algo) {
+        case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
+        case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
+        case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
+        case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
+        case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
+        case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
+        case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
+        case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+        default: return "unknown";
+    }
+}
+
+size_t cublas_workspace_bytes(int major) { return (major >= 9 ? size_t(32) : size_t(4)) << 20; }
 
 }  // namespace lenet::cuda
