@@ -134,9 +134,20 @@ def keras_predict(path_or_model: Any, x: np.ndarray, batch_size: int = 500) -> n
     once with ``keras_model``; a model is called directly."""
     model = keras_model(path_or_model) if isinstance(path_or_model, (str, os.PathLike)) else path_or_model
     x = np.asarray(x, dtype=np.float32)
+    call = lambda t: model(t, training=False)  # noqa: E731
     outs = []
     for i in range(0, len(x), batch_size):
-        y = model(x[i:i + batch_size], training=False)
+        try:
+            y = call(x[i:i + batch_size])
+        except Exception as e:
+            # TensorFlow's CPU kernels of Conv2D and the poolings take NHWC only: a
+            # channels_first model runs there only when XLA compiles it (as Keras does for
+            # the conv cases it knows to be broken). XLA's CPU convolutions are FP32.
+            if "NHWC" not in str(e) or i:
+                raise
+            import tensorflow as tf
+            call = tf.function(call, jit_compile=True)
+            y = call(x[i:i + batch_size])
         outs.append(np.asarray(y.numpy() if hasattr(y, "numpy") else y, dtype=np.float32))
     return np.concatenate(outs) if outs else np.zeros((0,), np.float32)
 
