@@ -1,5 +1,6 @@
-"""lenet-bench: a --quick run end to end, and the networks it rebuilds in other frameworks.
-No test asserts a speed."""
+"""lenet-bench: a --quick run end to end, the networks it rebuilds in other frameworks, the
+GPU peers' refusals where there is no GPU or no framework, the reference it falls back to
+without TensorFlow, and the contenders run in a process of their own. No test asserts a speed."""
 
 import csv
 import importlib.util
@@ -11,9 +12,6 @@ import numpy as np
 import pytest
 
 from conftest import MNIST_DIR
-
-pytest.importorskip("tensorflow")
-pytest.importorskip("keras")
 
 CONTENDERS = ["lenet-cpu", "lenet-cpu-infer", "keras-predict", "keras-call"]
 FIGURES = ["b1_p50_s", "b1_p90_s", "b1_p99_s", "b1_calls", "cpu_ratio", "load_s", "first_call_s", "peak_rss_mib",
@@ -28,7 +26,13 @@ def _mnist_args():
     return []
 
 
+def _needs_keras_on_tensorflow():
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("keras")
+
+
 def test_quick_run(tmp_path):
+    _needs_keras_on_tensorflow()
     import lenet
     try:
         lenet.shipped_weights("lenet5")
@@ -112,7 +116,7 @@ def _odd_keras_model(path):
     return model
 
 
-@pytest.mark.parametrize("framework", ["tf", "onnx", "torch"])
+@pytest.mark.parametrize("framework", ["tf", "onnx", "torch", "jax"])
 def test_rebuilt_networks_match_keras(tmp_path, framework):
     import lenet
     from lenet.bench import nets
@@ -121,6 +125,9 @@ def test_rebuilt_networks_match_keras(tmp_path, framework):
         ort = pytest.importorskip("onnxruntime")
     if framework == "torch":
         torch = pytest.importorskip("torch")
+    if framework == "jax":
+        jax = pytest.importorskip("jax")
+    _needs_keras_on_tensorflow()
     model = _odd_keras_model(tmp_path / "odd.h5")
     spec = lenet.load(tmp_path / "odd.h5").spec
     x = np.random.default_rng(1).random((8, 28, 28, 1), dtype=np.float32)
@@ -131,7 +138,121 @@ def test_rebuilt_networks_match_keras(tmp_path, framework):
         got = nets.tf_forward(spec)(x).numpy()
     elif framework == "onnx":
         got = ort.InferenceSession(nets.onnx_model(spec), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    elif framework == "jax":
+        got = np.asarray(jax.jit(nets.jax_forward(spec))(x))
     else:
         with torch.inference_mode():
             got = nets.torch_module(spec)(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(got, expected, atol=2e-6)
+
+
+# --- GPU peers, the reference, own-process contenders ------------------------------------------
+
+GPU_CONTENDERS = ["lenet-cuda", "lenet-cuda-eager", "jax-jit", "keras-jax", "torch-cuda", "torch-cuda-graph"]
+
+
+def _shipped(name="lenet5"):
+    import lenet
+    try:
+        return lenet.shipped_weights(name)
+    except lenet.Error as e:
+        pytest.skip(f"shipped weights missing: {e}")
+
+
+def test_gpu_contenders_are_listed_and_refuse_cleanly_here():
+    from lenet.bench import contenders as cs
+    for name in GPU_CONTENDERS:
+        assert cs.CONTENDERS[name].device == "cuda", name
+    keras_jax = cs.CONTENDERS["keras-jax"]
+    assert keras_jax.process == "own" and keras_jax.env["KERAS_BACKEND"] == "jax"
+    help_text = subprocess.run([sys.executable, "-m", "lenet.bench", "--help"], capture_output=True, text=True,
+                               timeout=60).stdout
+    assert all(name in help_text for name in GPU_CONTENDERS)
+    if cs.gpu_missing() is None:
+        pytest.skip("a GPU is here: the refusals are tested on machines without one")
+    assert cs.gpu_missing().startswith("no GPU")
+    cant = cs.setup(GPU_CONTENDERS)
+    assert set(cant) == set(GPU_CONTENDERS), cant
+    for name, why in cant.items():
+        needs = cs.CONTENDERS[name].needs
+        if all(importlib.util.find_spec(m) for m in needs):
+            assert why.startswith("no GPU"), (name, why)
+        else:
+            assert why.endswith("is not installed") and why.split()[0] in needs, (name, why)
+
+
+def test_bench_skips_the_gpu_peers_without_a_gpu(tmp_path):
+    from lenet.bench import contenders as cs
+    if cs.gpu_missing() is None:
+        pytest.skip("a GPU is here")
+    _shipped()
+    out = tmp_path / "bench"
+    proc = subprocess.run(
+        [sys.executable, "-m", "lenet.bench", "--quick", "--models", "lenet5", "--contenders",
+         ",".join(["lenet-cpu"] + GPU_CONTENDERS), "--batch-sizes", "1,8", "--threads", "1", "--images", "64",
+         "--no-probe", "--out", str(out), *_mnist_args()],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["header"]["reference"]["name"] in cs.REFERENCES
+    rows = {r["contender"]: r for r in doc["results"]}
+    assert rows["lenet-cpu"]["status"] == "ok" and rows["lenet-cpu"]["agree"] is True
+    for name in GPU_CONTENDERS:
+        assert rows[name]["status"] == "skipped", rows[name]
+        assert rows[name]["reason"].startswith("no GPU") or rows[name]["reason"].endswith("is not installed")
+    md = (out / "README-table.md").read_text()
+    assert "max \\|Δp\\|" in md and "reference for agreement" in md
+    assert "Skipped: " in md and "`torch-cuda`" in md
+
+
+def test_reference_falls_back_to_keras_on_jax_then_to_the_cpu_engine(monkeypatch):
+    import lenet
+    from lenet.bench import contenders as cs, workload
+    monkeypatch.setattr(cs, "setup", lambda names: {n: "tensorflow is not installed" for n in names})
+    real_find_spec = importlib.util.find_spec
+    have_jax = real_find_spec("keras") is not None and real_find_spec("jax") is not None
+    name, why = cs.choose_reference()
+    assert name == ("keras-jax" if have_jax else "lenet-cpu") and "tensorflow is not installed" in why
+    monkeypatch.setattr(cs.importlib.util, "find_spec", lambda m, *a: None if m == "jax" else real_find_spec(m, *a))
+    name, why = cs.choose_reference()
+    assert name == "lenet-cpu" and "jax not installed" in why, why
+    weights = _shipped()
+    x = workload.to_input(np.random.default_rng(0).integers(0, 256, (5, 28, 28), dtype=np.uint8), 1 / 255)
+    ref = cs.reference(cs.Ctx(weights, 1), x, "lenet-cpu")
+    np.testing.assert_array_equal(ref, lenet.Engine(weights, device="cpu", threads=1).predict_proba(x))
+
+
+def test_a_contender_runs_and_is_timed_in_a_process_of_its_own(tmp_path):
+    import os
+    import lenet
+    from lenet.bench import contenders as cs, workload
+    from lenet.bench.remote import Remote
+    weights = _shipped()
+    x = workload.to_input(np.random.default_rng(1).integers(0, 256, (16, 28, 28), dtype=np.uint8), 1 / 255)
+    with Remote("lenet-cpu", cs.Ctx(weights, 1), x, [1, 8], tmp_path, {"LENET_TEST_MARK": "1"}) as worker:
+        assert worker.pid != os.getpid()
+        np.testing.assert_allclose(worker(x), lenet.Engine(weights, device="cpu", threads=1).predict_proba(x),
+                                   atol=1e-6)
+        for batch in (1, 8):
+            block = worker.block(batch, 0.02, 3)
+            assert len(block.call_ns) >= 3 and block.images == batch * len(block.call_ns)
+            assert all(t > 0 for t in block.call_ns) and block.wall_s > 0
+    assert worker._proc.poll() is not None  # closed
+    if cs.gpu_missing() is not None:
+        with pytest.raises(cs.Unavailable, match="no GPU"):
+            Remote("lenet-cuda", cs.Ctx(weights, 1), x, [1], tmp_path, {})
+
+
+def test_gpu_rows_are_compared_with_the_other_gpu_engines():
+    from lenet.bench import _speedups
+
+    def row(name, device, b1, tput):
+        return {"contender": name, "device": device, "b1_p50_s": b1, "tput_b64": tput,
+                "fraction_of_fma_floor": None}
+    rows = [row("lenet-cuda", "cuda", 20e-6, 1e6), row("lenet-cpu", "cpu", 10e-6, 2e5),
+            row("torch-cuda", "cuda", 80e-6, 5e5), row("onnxruntime", "cpu", 30e-6, 9e5)]
+    _speedups(rows, 64, 1e6)
+    gpu, cpu = rows[0], rows[1]
+    assert gpu["best_other_b1"] == "torch-cuda" and gpu["speedup_b1_vs_best_other"] == pytest.approx(4)
+    assert gpu["best_other_tput"] == "torch-cuda" and gpu["fraction_of_fma_floor"] is None
+    assert cpu["best_other_b1"] == "onnxruntime" and cpu["fraction_of_fma_floor"] == pytest.approx(0.2)

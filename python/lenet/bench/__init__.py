@@ -1,11 +1,12 @@
-"""lenet-bench: this engine against Keras, TensorFlow (and ONNX Runtime, PyTorch when
-installed) on the same weights and the same MNIST digits.
+"""lenet-bench: this engine against Keras, TensorFlow (and ONNX Runtime, PyTorch, JAX when
+installed; on a GPU, PyTorch and JAX on CUDA) on the same weights and the same MNIST digits.
 
     lenet-bench [--quick] [--models lenet5,...] [--contenders lenet-cpu,keras-predict,...]
                 [--batch-sizes 1,8,64,256,1024] [--threads N] [--images N] [--out DIR]
 
 For each model: N real digits become one float32 array that every contender gets;
-each contender's probabilities on it are checked against Keras ``model.predict``; a
+each contender's probabilities on it are checked against Keras ``model.predict`` (on the
+JAX backend where TensorFlow is missing; this engine's CPU backend where Keras is); a
 fresh process per contender measures load time, first call and peak memory (not with
 --quick, unless --probe); then
 rounds of timed blocks, contenders shuffled within each round, measure batch-1
@@ -104,15 +105,16 @@ def main(argv: list[str] | None = None) -> int:
     with progress, tempfile.TemporaryDirectory(prefix="lenet-bench-") as tmp:
         task = progress.add_task("importing frameworks", total=None)
         cant = cs.setup(names)
-        no_reference = cs.setup(["keras-predict"]).get("keras-predict")
-        if no_reference:
-            console.print(f"no Keras ({no_reference}): predictions are not checked", style="yellow")
+        reference, why_not_keras = cs.choose_reference()
+        if why_not_keras:
+            console.print(f"reference: {cs.REFERENCES[reference]} ({why_not_keras})", style="yellow")
         progress.update(task, description="measuring the FMA rate")
         header = {"machine": report.machine(threads), "fma": fma_rate(threads), "images": plan.images,
                   "source": source,
                   "rounds": plan.rounds, "latency_block_s": plan.latency_block_s, "block_s": plan.block_s,
-                  "batch_sizes": sizes, "contenders": names, "models": {}, "quick": args.quick}
-        session = Session(names, cant, no_reference is None, images, labels, workload.write_pngs(images, Path(tmp)),
+                  "batch_sizes": sizes, "contenders": names, "models": {}, "quick": args.quick,
+                  "reference": {"name": reference, "what": cs.REFERENCES[reference], "why": why_not_keras or None}}
+        session = Session(names, cant, reference, images, labels, workload.write_pngs(images, Path(tmp)),
                           Path(tmp), sizes, threads, header["fma"], plan, not args.quick if args.probe is None else args.probe,
                           progress, task)
         results = []
@@ -239,7 +241,7 @@ class Session:
 
     names: list                # contenders, in table order
     cant: dict                 # contender -> why it cannot run here
-    checked: bool              # Keras is there to check predictions
+    reference: str             # what predictions are checked against (contenders.REFERENCES)
     images: object             # uint8 (N, 28, 28)
     labels: object             # (N,) or None
     paths: list                # the same digits as PNG files
@@ -276,16 +278,17 @@ def _bench_model(s: Session, source: str):
     rate = s.fma["gmacs_per_thread"] * 1e9 * s.threads  # all threads' multiply-adds per second
     about = {"weights": str(weights), "parameters": int(params), "macs": int(macs),
              "floor_s": macs / rate, "floor_images_per_s": rate / macs,
-             "keras_accuracy": None, "reference_error": None}
-    ref = None
-    if s.checked:
-        s.progress.update(s.task, description=f"{model}: Keras reference predictions")
-        try:
-            ref = cs.reference(ctx, x)
-        except Exception as e:
-            about["reference_error"] = f"{type(e).__name__}: {e}"
-        if ref is not None and s.labels is not None:
-            about["keras_accuracy"] = float(np.mean(ref.argmax(1) == s.labels))
+             "keras_accuracy": None, "reference_accuracy": None, "reference_error": None}
+    s.progress.update(s.task, description=f"{model}: reference predictions ({s.reference})")
+    try:
+        ref = cs.reference(ctx, x, s.reference, s.tmp)
+    except Exception as e:
+        ref = None
+        about["reference_error"] = f"{type(e).__name__}: {e}"
+    if ref is not None and s.labels is not None:
+        about["reference_accuracy"] = float(np.mean(ref.argmax(1) == s.labels))
+        if s.reference.startswith("keras"):
+            about["keras_accuracy"] = about["reference_accuracy"]
     for n, why in s.cant.items():
         _fail(rows[n], "skipped", why)
     live = [n for n in s.names if rows[n]["status"] == "ok"]
@@ -298,7 +301,12 @@ def _bench_model(s: Session, source: str):
     phases["probe"], mark = time.perf_counter() - mark, time.perf_counter()
     runners, inputs = _prepare(s, model, live, rows, ctx, x, ref)
     phases["load_check_warm"], mark = time.perf_counter() - mark, time.perf_counter()
-    series = _measure(s, model, runners, inputs, rows)
+    try:
+        series = _measure(s, model, runners, inputs, rows)
+    finally:
+        for run in runners.values():
+            if hasattr(run, "close"):
+                run.close()
     phases["measure"] = time.perf_counter() - mark
 
     if "lenet-cpu-infer" in runners:
@@ -325,28 +333,48 @@ def _probe(s: Session, model: str, live: list, rows: dict, weights: Path, x0) ->
         s.progress.advance(s.task)
 
 
+def _block(run, inputs, batch: int, budget_s: float, min_calls: int):
+    """A timed block, in this process or in an own-process contender's (remote.Remote)."""
+    from . import measure
+    if hasattr(run, "block"):
+        return run.block(batch, budget_s, min_calls)
+    return measure.block(run, inputs, batch, budget_s, min_calls)
+
+
 def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tuple[dict, dict]:
-    """Builds each contender in this process, checks its predictions on the whole array
-    against Keras, and warms it up at every batch size. Returns the runners and their inputs."""
+    """Builds each contender (in this process, or in its own), checks its predictions on the
+    whole array against the reference, and warms it up at every batch size. Returns the
+    runners and their inputs."""
     from . import contenders as cs, measure, workload
+    from .remote import Remote
 
     runners, inputs = {}, {}
     for n in live:
         s.progress.update(s.task, description=f"{model}: load, check, warm up: {n}")
         c, r = cs.CONTENDERS[n], rows[n]
         t0 = time.perf_counter()
+        run = None
         try:
-            run = c.build(ctx)
+            if c.process == "own":
+                run = Remote(n, ctx, x, s.sizes, s.tmp, c.env)
+                inputs[n] = dict.fromkeys(s.sizes)  # the worker has its own
+            else:
+                run = c.build(ctx)
             data = s.paths if c.takes == "files" else x
             r.update(measure.correctness(run(data), ref))
             if r["agree"] is False:
                 r["flags"].append("DISAGREES")
-            inputs[n] = {b: workload.batches(data, b) for b in s.sizes}
+            if c.process != "own":
+                inputs[n] = {b: workload.batches(data, b) for b in s.sizes}
             for b in s.sizes:
-                measure.block(run, inputs[n][b], b, s.plan.warm_s, min_calls=2)
+                _block(run, inputs[n][b], b, s.plan.warm_s, 2)
             runners[n] = run
+        except cs.Unavailable as e:
+            _fail(r, "skipped", str(e))
         except Exception as e:
             _fail(r, "failed", f"{type(e).__name__}: {e}")
+        if n not in runners and hasattr(run, "close"):
+            run.close()
         r["prepare_s"] = time.perf_counter() - t0
         s.progress.advance(s.task)
     return runners, inputs
@@ -370,7 +398,7 @@ def _measure(s: Session, model: str, runners: dict, inputs: dict, rows: dict) ->
             for n in order:
                 s.progress.update(s.task, description=f"{model}: round {i + 1}/{s.plan.rounds}, batch {b}: {n}")
                 try:
-                    series[n][b].blocks.append(measure.block(runners[n], inputs[n][b], b, budget, least))
+                    series[n][b].blocks.append(_block(runners[n], inputs[n][b], b, budget, least))
                 except Exception as e:
                     _fail(rows[n], "failed", f"batch {b}: {type(e).__name__}: {e}")
                     del runners[n]
@@ -394,8 +422,11 @@ def _speedups(rows: list[dict], big: int, floor_images_per_s: float) -> None:
     by = {r["contender"]: r for r in rows}
     keras = by.get("keras-predict")
     for r in rows:
-        # "Others" are the other engines: this engine's own variants do not count.
+        # "Others" are the other engines: this engine's own variants do not count. On the GPU,
+        # the other GPU engines where there are some.
         others = [o for o in rows if o is not r and not o["contender"].startswith("lenet-")]
+        if r["device"] == "cuda" and any(o["device"] == "cuda" for o in others):
+            others = [o for o in others if o["device"] == "cuda"]
         if r["device"] == "cpu" and r[f"tput_b{big}"]:
             r["fraction_of_fma_floor"] = r[f"tput_b{big}"] / floor_images_per_s
         if keras:

@@ -9,11 +9,18 @@ from that NumPy input to a NumPy output (conversions, host<->device copies).
 Frameworks are imported lazily: ``configure(threads)`` sets the thread limits (must
 run before any framework is imported) and ``setup(names)`` imports what the chosen
 contenders need and reports those that cannot run.
+
+GPU contenders (``device="cuda"``) run only where the NVIDIA driver sees a GPU; a
+framework that sees none makes its ``build`` raise ``Unavailable`` (the row is
+skipped, not failed). A contender with ``process="own"`` (Keras on the JAX backend:
+Keras picks its backend once, at import) is built and timed in a process of its own
+(``remote.py``), with ``env`` added to that process's environment.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib.util
 import io
 import os
@@ -51,6 +58,8 @@ class Contender:
     what: str                       # one line for the legend
     device: str = "cpu"
     takes: str = "array"            # "array" | "files"
+    process: str = "same"           # "same" | "own": built and timed in a process of its own
+    env: dict = field(default_factory=dict)   # added to the environment before its frameworks load
 
     def unavailable(self) -> Optional[str]:
         """Why this contender cannot run here, or None."""
@@ -58,11 +67,42 @@ class Contender:
             if importlib.util.find_spec(module) is None:
                 return f"{module} is not installed"
         if self.device == "cuda":
-            import lenet
-            if not lenet.cuda_available():
-                info = lenet.info()
-                return "no usable CUDA GPU" + (f" ({info['gpu_error']})" if info.get("gpu_error") else "")
+            missing = gpu_missing()
+            if missing:
+                return missing
+            if self.name.startswith("lenet-"):
+                import lenet
+                if not lenet.cuda_available():
+                    info = lenet.info()
+                    return "no usable CUDA GPU" + (f" ({info['gpu_error']})" if info.get("gpu_error") else "")
         return None
+
+
+class Unavailable(Exception):
+    """Raised by a build: this contender cannot run here (its framework sees no GPU, say)."""
+
+
+_gpu_missing: list = []
+
+
+def gpu_missing() -> Optional[str]:
+    """Why no CUDA GPU can be used here, or None: asks the NVIDIA driver itself
+    (cuInit, cuDeviceGetCount), so that no framework is loaded for the answer."""
+    if not _gpu_missing:
+        why = None
+        try:
+            cuda = ctypes.CDLL("libcuda.so.1")
+        except OSError:
+            why = "no GPU (no NVIDIA driver: libcuda.so.1 not found)"
+        else:
+            count = ctypes.c_int(0)
+            rc = cuda.cuInit(0)
+            if rc != 0:
+                why = f"no GPU (cuInit failed with CUresult {rc})"
+            elif cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value < 1:
+                why = "no GPU (the NVIDIA driver sees no CUDA device)"
+        _gpu_missing.append(why)
+    return _gpu_missing[0]
 
 
 CONTENDERS: dict[str, Contender] = {}
@@ -77,19 +117,22 @@ def contender(name: str, needs: tuple[str, ...], what: str, **kw):
 
 # --- set-up ------------------------------------------------------------------------
 
-def thread_env(threads: int) -> dict[str, str]:
-    """Environment that limits every library's thread pools (read when they load)."""
+def thread_env(threads: int, extra: Optional[dict] = None) -> dict[str, str]:
+    """Environment that limits every library's thread pools (read when they load), then
+    ``extra`` (a contender's ``env``). JAX allocates GPU memory as it needs it, not 75% of
+    the GPU up front, so that the other GPU contenders in the process still have room."""
     n = str(threads)
     return {"OMP_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n, "MKL_NUM_THREADS": n,
             "TF_NUM_INTRAOP_THREADS": n, "TF_NUM_INTEROP_THREADS": n,
-            "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow"}
+            "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "tensorflow",
+            "XLA_PYTHON_CLIENT_PREALLOCATE": "false", **(extra or {})}
 
 
-def configure(threads: int) -> None:
-    """Call first: before TensorFlow, torch or ONNX Runtime are imported."""
+def configure(threads: int, extra: Optional[dict] = None) -> None:
+    """Call first: before TensorFlow, torch, JAX or ONNX Runtime are imported."""
     global _THREADS
     _THREADS = threads
-    os.environ.update(thread_env(threads))
+    os.environ.update(thread_env(threads, extra))
 
 
 def setup(names) -> dict[str, str]:
@@ -100,7 +143,7 @@ def setup(names) -> dict[str, str]:
         for name in names:
             c = CONTENDERS[name]
             reason = c.unavailable()
-            if reason is None:
+            if reason is None and c.process == "same":  # an own-process contender imports in its process
                 try:
                     for module in c.needs:
                         _import(module)
@@ -157,7 +200,24 @@ def versions() -> dict[str, str]:
     import lenet
     out = {"python": sys.version.split()[0], "numpy": np.__version__, "lenet": lenet.__version__,
            "openblas (lenet)": lenet.info().get("cpu_blas", "")}
-    for module in ("tensorflow", "keras", "onnxruntime", "onnx", "torch"):
+    for module in ("tensorflow", "keras", "onnxruntime", "onnx", "torch", "jax", "jaxlib"):
+        if module in sys.modules:
+            out[module] = getattr(sys.modules[module], "__version__", "?")
+    out.update(REMOTE_VERSIONS)
+    return out
+
+
+REMOTE_VERSIONS: dict[str, str] = {}   # what the own-process contenders reported (remote.py)
+
+
+def own_versions() -> dict[str, str]:
+    """In an own-process contender's process: the versions that differ from the main
+    process's, under their own names (e.g. "keras (jax backend)")."""
+    out = {}
+    if "keras" in sys.modules:
+        keras = sys.modules["keras"]
+        out[f"keras ({keras.backend.backend()} backend)"] = keras.__version__
+    for module in ("jax", "jaxlib"):
         if module in sys.modules:
             out[module] = getattr(sys.modules[module], "__version__", "?")
     return out
@@ -181,10 +241,50 @@ def _probabilities(ctx: Ctx, run: Callable) -> Callable:
     return run if ends_in_softmax(ctx.spec) else (lambda x: softmax(run(x)))
 
 
-def reference(ctx: Ctx, x: np.ndarray) -> np.ndarray:
-    """The oracle: Keras ``model.predict`` on the whole array."""
+# The oracle every contender's probabilities are checked against: Keras' model.predict on
+# the TensorFlow backend; where TensorFlow is missing (the GPU machine), Keras on the JAX
+# backend, in a process of its own on the CPU (float32 throughout); else this engine's CPU
+# backend, itself checked against Keras by the tests.
+REFERENCES = {
+    "keras-predict": "Keras 3 model.predict, TensorFlow backend",
+    "keras-jax": "Keras 3 model.predict, JAX backend on the CPU, in a process of its own",
+    "lenet-cpu": "this engine's CPU backend (no Keras here)",
+}
+KERAS_JAX_REFERENCE_ENV = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+
+
+def choose_reference() -> tuple[str, str]:
+    """(reference name, why the better ones cannot be used: "" for Keras on TensorFlow)."""
+    failed = setup(["keras-predict"]).get("keras-predict")
+    if failed is None:
+        return "keras-predict", ""
+    why = [f"Keras on TensorFlow: {failed}"]
+    missing = [m for m in ("keras", "jax") if importlib.util.find_spec(m) is None]
+    if not missing:
+        return "keras-jax", why[0]
+    why.append(f"Keras on JAX: {', '.join(missing)} not installed")
+    return "lenet-cpu", "; ".join(why)
+
+
+def reference(ctx: Ctx, x: np.ndarray, name: str = "keras-predict", tmp: Optional[Path] = None) -> np.ndarray:
+    """The reference's probabilities on the whole array (``name`` from ``REFERENCES``)."""
+    if name == "keras-predict":
+        model = keras_model(ctx)
+        return _probabilities(ctx, lambda a: model.predict(a, batch_size=256, verbose=0))(x)
+    if name == "keras-jax":
+        from .remote import Remote
+        with Remote("keras-jax-reference", ctx, x, [], tmp, KERAS_JAX_REFERENCE_ENV) as worker:
+            return worker(x)
+    if name == "lenet-cpu":
+        import lenet
+        return lenet.Engine(ctx.weights, device="cpu", threads=ctx.threads).predict_proba(x)
+    raise ValueError(f"unknown reference {name!r}")
+
+
+def keras_predict_reference(ctx: Ctx) -> Callable:
+    """Keras ``model.predict`` with whatever backend this process has (the keras-jax reference)."""
     model = keras_model(ctx)
-    return _probabilities(ctx, lambda a: model.predict(a, batch_size=256, verbose=0))(x)
+    return _probabilities(ctx, lambda a: model.predict(a, batch_size=256, verbose=0))
 
 
 @contender("keras-predict", ("tensorflow", "keras"), "Keras 3 model.predict(x, batch_size=len(x)): the seeds' loop")
@@ -227,9 +327,10 @@ def _tf_xla(ctx):
 
 # --- this engine -------------------------------------------------------------------------
 
-def _engine(ctx: Ctx, device: str, files: bool, cpu_kernels: str = "auto"):
+def _engine(ctx: Ctx, device: str, files: bool, cpu_kernels: str = "auto", cuda_graphs: bool = True):
     import lenet
-    engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads, cpu_kernels=cpu_kernels)
+    engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads, cpu_kernels=cpu_kernels,
+                          cuda_graphs=cuda_graphs)
     if files:
         return lambda paths: np.stack([r.probabilities for r in engine.infer(paths)])
     return engine.predict_proba
@@ -255,6 +356,12 @@ def _lenet_cpu_infer(ctx):
 @contender("lenet-cuda", (), "lenet Engine.predict_proba(x), CUDA, host<->device copies included", device="cuda")
 def _lenet_cuda(ctx):
     return _engine(ctx, "cuda", False)
+
+
+@contender("lenet-cuda-eager", (), "lenet Engine(cuda_graphs=False).predict_proba(x), CUDA: each layer launched, "
+           "no graph replay", device="cuda")
+def _lenet_cuda_eager(ctx):
+    return _engine(ctx, "cuda", False, cuda_graphs=False)
 
 
 @contender("lenet-cuda-infer", (), "lenet Engine.infer(paths), CUDA: read + decode PNG + preprocess + run",
@@ -328,3 +435,97 @@ def _torch_eager(ctx):
 @contender("torch-compile", ("torch",), "PyTorch (CPU), torch.compile(dynamic=True) (Inductor)")
 def _torch_compile(ctx):
     return _torch(ctx, True)
+
+
+# --- GPU peers: PyTorch and JAX on CUDA, Keras on the JAX backend -----------------------------
+# All in FP32 as this engine computes by default: TF32 is turned off where the framework would
+# use it for float32 convolutions or products (cuDNN in torch; XLA's default precision in JAX).
+
+def _torch_on_gpu():
+    import torch
+    if not torch.cuda.is_available():
+        raise Unavailable(f"torch {torch.__version__} sees no CUDA GPU")
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True  # cuDNN's algorithm search per shape, as the engine's cudnnFind
+    return torch
+
+
+@contender("torch-cuda", ("torch",), "PyTorch on CUDA, functional ops, eager (FP32, TF32 off, cudnn.benchmark); "
+           "host<->device copies included", device="cuda")
+def _torch_cuda(ctx):
+    from .nets import torch_module
+    torch = _torch_on_gpu()
+    net = torch_module(ctx.spec, device="cuda")
+
+    def run(x):
+        with torch.inference_mode():
+            return net(torch.from_numpy(x).to("cuda")).cpu().numpy()
+    return run
+
+
+@contender("torch-cuda-graph", ("torch",), "PyTorch on CUDA, one torch.cuda.CUDAGraph per batch size replayed, "
+           "the copies from and to pinned buffers in the graph (FP32)", device="cuda")
+def _torch_cuda_graph(ctx):
+    from .nets import torch_module
+    torch = _torch_on_gpu()
+    net = torch_module(ctx.spec, device="cuda")
+    graphs = {}
+
+    def capture(n):
+        host_in = torch.empty((n, *ctx.spec.input_shape), dtype=torch.float32).pin_memory()
+        dev_in = torch.zeros(host_in.shape, dtype=torch.float32, device="cuda")
+        side = torch.cuda.Stream()  # warm-up before capture, on a side stream (torch's rule)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), torch.no_grad():
+            for _ in range(3):
+                y = net(dev_in)
+        torch.cuda.current_stream().wait_stream(side)
+        host_out = torch.empty(y.shape, dtype=torch.float32).pin_memory()
+        graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(graph):
+            dev_in.copy_(host_in, non_blocking=True)
+            host_out.copy_(net(dev_in), non_blocking=True)
+        return host_in.numpy(), graph, host_out.numpy()
+
+    def run(x):
+        if len(x) not in graphs:
+            graphs[len(x)] = capture(len(x))
+        host_in, graph, host_out = graphs[len(x)]
+        np.copyto(host_in, x)
+        graph.replay()
+        torch.cuda.current_stream().synchronize()
+        return host_out.copy()
+    return run
+
+
+def _jax_on_gpu():
+    import jax
+    if jax.default_backend() != "gpu":
+        raise Unavailable(f"JAX {jax.__version__} sees no GPU (its backend: {jax.default_backend()})")
+    return jax
+
+
+@contender("jax-jit", ("jax",), "JAX on CUDA: the model's layers as one jax.jit function (lax ops, "
+           "precision HIGHEST: FP32); host<->device copies included", device="cuda")
+def _jax_jit(ctx):
+    from .nets import jax_forward
+    jax = _jax_on_gpu()
+    f = jax.jit(jax_forward(ctx.spec))
+    return lambda x: np.asarray(f(x))
+
+
+@contender("keras-jax", ("jax", "keras"), "Keras 3 on the JAX backend (CUDA): the model's stateless_call under "
+           "jax.jit (FP32), in a process of its own", device="cuda", process="own",
+           env={"KERAS_BACKEND": "jax", "JAX_DEFAULT_MATMUL_PRECISION": "highest"})
+def _keras_jax(ctx):
+    jax = _jax_on_gpu()
+    jax.config.update("jax_default_matmul_precision", "highest")
+    import keras
+    if keras.backend.backend() != "jax":
+        raise RuntimeError(f"Keras runs on {keras.backend.backend()}, not JAX: KERAS_BACKEND was set too late")
+    model = keras_model(ctx)
+    trainable = [v.value for v in model.trainable_variables]
+    fixed = [v.value for v in model.non_trainable_variables]
+    f = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])
+    return _probabilities(ctx, lambda x: np.asarray(f(trainable, fixed, x)))

@@ -77,12 +77,12 @@ class Series:
 
 def probe(contender: str, weights: str, threads: int, x0_npy: str, png: str, timeout_s: float = 600) -> dict:
     """Runs ``_probe_main`` in a new Python process; returns its figures or {"error": ...}."""
-    from .contenders import thread_env
+    from .contenders import CONTENDERS, thread_env
 
     arg = json.dumps({"contender": contender, "weights": str(weights), "threads": threads,
                       "x0": x0_npy, "png": png})
     code = "import sys, lenet.bench.measure as m; m._probe_main(sys.argv[1])"
-    env = {**os.environ, **thread_env(threads)}
+    env = {**os.environ, **thread_env(threads, CONTENDERS[contender].env)}
     try:
         out = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, env=env,
                              timeout=timeout_s)
@@ -115,13 +115,15 @@ def _probe_main(arg: str) -> None:
     t0 = time.perf_counter()
     a = json.loads(arg)
     from . import contenders
-    contenders.configure(a["threads"])
     c = contenders.CONTENDERS[a["contender"]]
+    contenders.configure(a["threads"], c.env)
     out: dict = {}
     try:
         failed = contenders.setup([c.name])
         if failed:
             raise RuntimeError(failed[c.name])
+        for module in c.needs:  # an own-process contender: this is its process
+            contenders._import(module)
         t1 = time.perf_counter()
         out.update(import_s=t1 - t0, rss_import_mib=_max_rss_mib())
         run = c.build(contenders.Ctx(Path(a["weights"]), a["threads"]))

@@ -1,7 +1,7 @@
 """The same network rebuilt in other frameworks from a ``ModelSpec`` (the file lenet
 loads), so that every contender runs exactly the weights of the .h5.
 
-All three take the benchmark's input, float32 (n, H, W, C) scaled for the model, and
+All four take the benchmark's input, float32 (n, H, W, C) scaled for the model, and
 return probabilities (n, classes); a model that ends in logits gets a softmax appended,
 as the engine does. Only channels_last models are rebuilt.
 
@@ -10,7 +10,10 @@ as the engine does. Only channels_last models are rebuilt.
   with a Transpose, kernels go HWIO -> OIHW, the first Dense after a Flatten gets its
   rows permuted HWC -> CHW, and 'same' padding becomes explicit (possibly asymmetric)
   pads, the extra pixel at the bottom/right as in TensorFlow.
-- ``torch_module``: PyTorch functional ops, NCHW inside, with the same conversions.
+- ``torch_module``: PyTorch functional ops, NCHW inside, with the same conversions, its
+  weights on the device asked for.
+- ``jax_forward``: JAX ``lax`` ops, NHWC like Keras, every product and convolution at
+  precision HIGHEST (FP32 even where XLA would use TF32); wrap it in ``jax.jit``.
 """
 
 from __future__ import annotations
@@ -178,13 +181,14 @@ def onnx_model(spec: ModelSpec, opset: int = 17) -> bytes:
 
 # --- PyTorch ----------------------------------------------------------------------
 
-def torch_module(spec: ModelSpec):
-    """A torch.nn.Module taking (n, H, W, C) float32 and returning probabilities."""
+def torch_module(spec: ModelSpec, device: str = "cpu"):
+    """A torch.nn.Module taking (n, H, W, C) float32 and returning probabilities; its
+    weights (closed over, not parameters) live on ``device``."""
     import torch
     import torch.nn.functional as F
 
     def tensor(a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(a, np.float32))
+        return torch.from_numpy(np.ascontiguousarray(a, np.float32)).to(device)
 
     def padded(x, p, value=0.0):  # F.pad takes (left, right, top, bottom)
         return F.pad(x, (p[2], p[3], p[0], p[1]), value=value) if any(p) else x
@@ -207,7 +211,7 @@ def torch_module(spec: ModelSpec):
             steps.append(partial(padded, p=p, value=float("-inf")))
             steps.append(partial(F.max_pool2d, kernel_size=layer.kernel, stride=layer.strides))
         elif k == "avg_pool2d" and any(p):
-            ones = padded(torch.ones(1, 1, *shape[:2]), p)
+            ones = padded(torch.ones(1, 1, *shape[:2], device=device), p)
             count = F.avg_pool2d(ones, layer.kernel, layer.strides, divisor_override=1)
             steps.append(partial(avg_same, p=p, k=layer.kernel, s=layer.strides, count=count))
         elif k == "avg_pool2d":
@@ -237,3 +241,57 @@ def torch_module(spec: ModelSpec):
             return x
 
     return Net().eval()
+
+
+# --- JAX ------------------------------------------------------------------------------
+
+def jax_forward(spec: ModelSpec):
+    """A function x -> probabilities of JAX lax ops, the weights closed over as device
+    arrays; wrap it in jax.jit."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    hi = lax.Precision.HIGHEST
+    acts = {"relu": jax.nn.relu, "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid,
+            "softmax": partial(jax.nn.softmax, axis=-1)}
+
+    def window(layer, p):
+        return dict(window_dimensions=(1, *layer.kernel, 1), window_strides=(1, *layer.strides, 1),
+                    padding=((0, 0), (p[0], p[1]), (p[2], p[3]), (0, 0)))
+
+    steps = []
+    for layer, shape in walk(spec):
+        k, p = layer.kind, pads(layer, shape)
+        kernel, bias = weight(layer, "kernel"), weight(layer, "bias")
+        if k == "conv2d":
+            steps.append(partial(lax.conv_general_dilated, rhs=jnp.asarray(kernel), window_strides=layer.strides,
+                                 padding=((p[0], p[1]), (p[2], p[3])), dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                 precision=hi))
+        elif k == "max_pool2d":
+            steps.append(partial(lax.reduce_window, init_value=-jnp.inf, computation=lax.max, **window(layer, p)))
+        elif k == "avg_pool2d":  # 'same' averages real pixels only, like Keras
+            count = lax.reduce_window(jnp.ones((1, *shape[:2], 1), jnp.float32), 0.0, lax.add, **window(layer, p))
+            steps.append(lambda x, w=window(layer, p), c=count: lax.reduce_window(x, 0.0, lax.add, **w) / c)
+        elif k == "zero_pad2d":
+            t, b, l, r = layer.pad
+            steps.append(partial(jnp.pad, pad_width=((0, 0), (t, b), (l, r), (0, 0))))
+        elif k == "flatten":
+            steps.append(lambda x: x.reshape(x.shape[0], -1))
+        elif k == "dense":
+            steps.append(lambda x, w=jnp.asarray(kernel): jnp.matmul(x, w, precision=hi))
+        elif k == "rescaling":
+            steps.append(lambda x, s=layer.scale, o=layer.offset: x * s + o)
+        if bias is not None:
+            steps.append(lambda x, b=jnp.asarray(bias): x + b)
+        if layer.activation != "linear":
+            steps.append(acts[layer.activation])
+    if not ends_in_softmax(spec):
+        steps.append(acts["softmax"])
+
+    def forward(x):
+        for step in steps:
+            x = step(x)
+        return x
+
+    return forward

@@ -89,6 +89,17 @@ def fmt_dp(d: Optional[float]) -> str:
     return "—" if d is None else f"{d:.1e}"
 
 
+def reference_label(header: dict) -> str:
+    """What the agreement columns compare with: "Keras" (either backend) or "lenet CPU"."""
+    name = (header.get("reference") or {}).get("name", REFERENCE)
+    return "Keras" if name.startswith("keras") else "lenet CPU"
+
+
+def reference_line(header: dict) -> str:
+    ref = header.get("reference") or {"name": REFERENCE, "what": "Keras 3 model.predict, TensorFlow backend"}
+    return f"reference for agreement: `{ref['name']}`, {ref['what']}" + (f" ({ref['why']})" if ref.get("why") else "")
+
+
 def agree_text(r: dict) -> str:
     if r["agree"] is None:
         return "unchecked"
@@ -104,8 +115,10 @@ def model_line(model: str, about: dict, images: int) -> str:
                  f"{fmt_time(about['floor_s'])} per image = {fmt_rate(about['floor_images_per_s'])} img/s")
     if about.get("keras_accuracy") is not None:
         line += f"; Keras accuracy {about['keras_accuracy']:.2%} on these {images} digits"
+    elif about.get("reference_accuracy") is not None:
+        line += f"; reference accuracy {about['reference_accuracy']:.2%} on these {images} digits"
     if about.get("reference_error"):
-        line += f"; no Keras reference, predictions unchecked ({about['reference_error']})"
+        line += f"; no reference, predictions unchecked ({about['reference_error']})"
     return line
 
 
@@ -145,6 +158,7 @@ def header_lines(h: dict) -> list[str]:
         f"work: {h['images']} digits from {h['source']}; {h['rounds']} interleaved rounds of timed blocks "
         f"(batch 1: {h['latency_block_s']:g} s, batches {h['block_s']:g} s); warm-up excluded",
         "versions: " + ", ".join(f"{k} {v}" for k, v in h["versions"].items()),
+        reference_line(h),
         f"FMA floor: {h['fma']['gmacs_per_thread']:.1f} G multiply-adds/s per thread with {h['fma']['threads']} "
         f"threads busy (measured, {h['fma']['kernels']} loop); a model's floor is its multiply-adds over "
         f"{h['fma']['threads']} threads at that rate",
@@ -186,11 +200,12 @@ def markdown(header: dict, results: list[dict]) -> str:
         f"lenet-bench on {m['cpu']} ({m['isa']}, {m['cores']} cores, {m['threads']} threads, "
         f"{m['gpu'] or 'no GPU'}), {m['date'][:10]}. {header['images']} MNIST digits, same weights and "
         f"array for all; median of {header['rounds']} interleaved rounds; "
-        f"load average {_load(m)}.",
+        f"load average {_load(m)}; {reference_line(header)}.",
         "",
         "| model | contender | b1 p50 | b1 p99 | " + " | ".join(f"img/s b{b}" for b in sizes)
-        + f" | ×Keras predict (b1) | ×Keras predict (b{big}) | agrees with Keras |",
-        "|---|---|---:|---:|" + "---:|" * len(sizes) + "---:|---:|---|",
+        + f" | ×Keras predict (b1) | ×Keras predict (b{big}) | agrees with {reference_label(header)} "
+          "| max \\|Δp\\| |",
+        "|---|---|---:|---:|" + "---:|" * len(sizes) + "---:|---:|---|---:|",
     ]
     for r in results:
         if r["status"] != "ok":
@@ -198,7 +213,7 @@ def markdown(header: dict, results: list[dict]) -> str:
         cells = [r["model"], f"`{r['contender']}`", fmt_time(r["b1_p50_s"]), fmt_time(r["b1_p99_s"])]
         cells += [fmt_rate(r.get(f"tput_b{b}")) for b in sizes]
         cells += [fmt_x(r["speedup_b1_vs_keras_predict"]), fmt_x(r["speedup_tput_vs_keras_predict"]),
-                  "**" + agree_text(r) + "**" if r["agree"] is False else agree_text(r)]
+                  "**" + agree_text(r) + "**" if r["agree"] is False else agree_text(r), fmt_dp(r["max_abs_dp"])]
         lines.append("| " + " | ".join(cells) + " |")
     other: dict = {}
     for r in results:
@@ -242,13 +257,17 @@ def floor_table(header: dict, results: list[dict]) -> list[str]:
             fmt_rate(about["floor_images_per_s"]), floor]) + " |")
     lines += ["", "ratio at b1: this engine's latency over the fastest other's (lower is better); ratio in "
               "throughput: this engine's images/s over the best other's (higher is better); of floor: "
-              "throughput over the FMA floor."]
+              "throughput over the FMA floor."
+              + (" For `lenet-cuda` the others are the other engines on the GPU." if any(
+                  r["device"] == "cuda" and r["status"] == "ok" and not r["contender"].startswith("lenet-")
+                  for r in results) else "")]
     return lines
 
 
 def _colors(plt, names: list[str]) -> dict:
     """One colour family per framework, this engine in red."""
-    families = {"lenet": "Reds", "keras": "Blues", "tf": "Oranges", "onnxruntime": "Greens", "torch": "Purples"}
+    families = {"lenet": "Reds", "keras": "Blues", "tf": "Oranges", "onnxruntime": "Greens", "torch": "Purples",
+                "jax": "Greys"}
     out = {}
     for prefix, cmap in families.items():
         members = [n for n in names if n.split("-")[0] == prefix]
@@ -362,7 +381,8 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
                   f"×Keras: speed-up over {REFERENCE} at batch 1; ×best other: over the fastest other "
                   f"contender at batch 1; cpu: process CPU time / wall time, highest over the batch sizes "
                   f"(flagged above {threads} threads); load, 1st call, RSS: a fresh process per contender; "
-                  f"agrees: same argmax as Keras predict on all {header['images']} digits.",
+                  f"agrees: same argmax as the reference ({reference_label(header)}) on all {header['images']} "
+                  f"digits.",
                   style="dim", highlight=False)
     console.print()
     for line in floor_table(header, results):
