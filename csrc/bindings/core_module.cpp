@@ -11,6 +11,7 @@
 #include "../backends/backend.h"
 #include "../backends/cpu/cpu_backend.h"
 #include "../backends/cpu/direct.h"
+#include "../io/read_files.h"
 #include "../net/errors.h"
 #include "../net/executor.h"
 #include "../net/layer_table.h"
@@ -297,6 +298,23 @@ PYBIND11_MODULE(_core, m) {
         },
         py::arg("threads") = 1, py::arg("seconds") = 0.2,
         "Measured FP32 multiply-adds per second per thread, in GMAC/s, with `threads` threads busy.");
+    m.def(
+        "read_files",
+        [](const std::vector<std::string>& paths, size_t max_bytes) {
+            std::vector<FileRead> files;
+            {
+                py::gil_scoped_release release;
+                files = read_files(paths, max_bytes);
+            }
+            py::list out(files.size());
+            for (size_t i = 0; i < files.size(); ++i)
+                out[i] = files[i].error ? py::object(py::int_(files[i].error))
+                                        : py::object(py::bytes(files[i].data));
+            return out;
+        },
+        py::arg("paths"), py::arg("max_bytes"),
+        "Each file (paths as bytes) read whole, with the GIL released: its bytes, or the errno "
+        "that stopped it (EFBIG when larger than max_bytes).");
     m.def("backend_registered", &backend_registered, py::arg("name"));
     m.attr("__version__") = LENET_VERSION;
 }

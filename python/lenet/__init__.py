@@ -9,7 +9,7 @@
 
 from ._native import _core
 from .engine import (DEFAULT_MODEL, Engine, Model, Number, Result, cuda_available, cuda_built, default_threads,
-                     infer, load, read_number)
+                     infer, infer_iter, load, read_number)
 from .errors import CudaError, Error, InputError, ModelError, ModelFileError, UnsupportedModelError
 from .keras import SHIPPED_MODELS, shipped_weights
 
@@ -42,7 +42,7 @@ def info() -> dict:
 
 
 __all__ = [
-    "DEFAULT_MODEL", "SHIPPED_MODELS", "Engine", "Model", "Number", "Result", "infer", "read_number", "load", "info",
+    "DEFAULT_MODEL", "SHIPPED_MODELS", "Engine", "Model", "Number", "Result", "infer", "infer_iter", "read_number", "load", "info",
     "shipped_weights",
     "cuda_available", "cuda_built", "cpu_kernel_sets", "default_threads",
     "Error", "ModelError", "ModelFileError", "UnsupportedModelError", "InputError", "CudaError",

@@ -1,24 +1,51 @@
 """lenet-cli: classify image files from a shell.
 
-    lenet-cli digit.png more/*.png [--weights FILE] [--device auto|cpu|cuda]
-              [--mode auto|mnist|photo] [--digits] [--debug-dir DIR]
-              [--top-k K] [--json] [--threads N] [--version]
+    lenet-cli digit.png scans/ 'more/*.png' - [--files-from FILE|- [-0]]
+              [--weights FILE] [--device auto|cpu|cuda] [--mode auto|mnist|photo]
+              [--digits] [--debug-dir DIR] [--top-k K] [--json] [--output FILE]
+              [--batch-size N] [--threads N] [-q] [--no-progress] [--version]
 
-Prints one line per image, ``path: 7 (99.2%)``; with ``--digits``, the number the
-image holds, ``path: 4071 (93.1%)  [4: 99.0%, 0: 98.2%, 7: 97.5%, 1: 98.9%]``. All
-readable images are classified in one batch (with ``--digits``, one batch per
-image); an image that cannot be read, or holds no digit, gets a one-line error on
-stderr, the others are still classified, and the exit status is 1.
+Inputs: image files; directories, searched recursively (image files by extension, other
+files by their first bytes; names starting with "." are skipped); globs the shell did not
+expand ('scans/**/*.png'); ``-`` for one image on standard input; ``--files-from FILE``
+for a list of paths, one per line (``-0``: separated by NUL characters; ``-`` reads
+standard input). Also run as ``python -m lenet``.
+
+Prints one line per image, ``path: 7 (99.2%)``, as soon as its batch is done (with
+``--digits``, the number each image holds: ``path: 4071 (93.1%)  [4: 99.0%, ...]``).
+Inputs are read, decoded and classified as a stream: memory does not grow with their
+number. An input that cannot be read, or holds no digit, gets a one-line error on stderr
+and the others go on. ``--output FILE`` also writes every result (and every error) to
+FILE, as JSON lines (.jsonl, .json) or CSV (.csv): written to a temporary file beside it
+and renamed when the run ends, so that FILE is never half written. A progress bar (count,
+rate, time left) goes to stderr when it is a terminal. Ctrl-C stops the run cleanly: what
+was done is printed and written out, and the exit status is 130.
+
+Exit status: 0 when every input was classified, 1 when some could not be read or held no
+digit, 2 for a usage error or an unusable model, 130 when interrupted, 141 when standard
+output was closed before the end (``| head``).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import glob
+import io
 import json
 import os
+import signal
 import sys
+import tempfile
+import threading
 import warnings
 from pathlib import Path
+from typing import Iterator, Optional
+
+# Files in a directory taken as images by their name; others by their first bytes.
+IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".jpe", ".jfif", ".bmp", ".dib", ".gif", ".webp", ".tif", ".tiff",
+                    ".pbm", ".pgm", ".ppm", ".pnm", ".pam"}
+GLOB_CHARACTERS = set("*?[")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,13 +53,20 @@ def _parser() -> argparse.ArgumentParser:
         prog="lenet-cli",
         description="Classify images of handwritten digits with a LeNet (Keras HDF5 weights) on lenet's C++ engine.",
         epilog="Exit status: 0 when every image was classified, 1 when some could not be read or held no digit, "
-               "2 for a usage error or an unusable model.")
-    p.add_argument("images", nargs="*", help="image files (PNG, JPEG, BMP, TIFF, WebP, ...)")
+               "2 for a usage error or an unusable model, 130 when interrupted.")
+    p.add_argument("images", nargs="*",
+                   help="image files (PNG, JPEG, BMP, TIFF, WebP, ...), directories (searched recursively), globs, "
+                        "or - for one image on standard input")
+    p.add_argument("--files-from", metavar="FILE",
+                   help="read input paths from FILE, one per line (- for standard input)")
+    p.add_argument("-0", "--null", action="store_true", help="with --files-from: paths are separated by NUL bytes")
     p.add_argument("--weights", metavar="FILE",
                    help="Keras .h5 model, or a shipped model name (lenet5, lenet-keras, lenet-tf); default lenet5")
     p.add_argument("--arch", metavar="JSON", help="architecture (Keras JSON file or shipped name) for a weights-only file")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where to run (default: auto)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all available)")
+    p.add_argument("--batch-size", type=int, default=None, metavar="N",
+                   help="at most N images per call of the engine (default 256; fewer for big photos)")
     p.add_argument("--mode", default="auto", choices=["auto", "mnist", "photo"],
                    help="preprocessing: photo (a photo, scan or drawing of a digit anywhere in the image), "
                         "mnist (already MNIST-like: only resized), auto (mnist for images of the model's size "
@@ -44,25 +78,33 @@ def _parser() -> argparse.ArgumentParser:
                    help="write the 28x28 image the network received, per input (with --digits, per digit)")
     p.add_argument("--top-k", type=int, default=1, metavar="K", help="also show the K most probable digits")
     p.add_argument("--json", action="store_true", help="print one JSON object per image (JSON lines)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="also write the results to FILE: JSON lines (.jsonl, .json) or CSV (.csv), atomically")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only errors (and no progress bar)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
     p.add_argument("--summary", action="store_true", help="print the model's layers before the results")
     p.add_argument("--version", action="store_true", help="print version, backends and libraries, then exit")
     return p
 
 
+class UsageError(Exception):
+    pass
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     import lenet
 
     if args.version:
         for k, v in lenet.info().items():
             print(f"{k}: {v}")
         return 0
-    if not args.images:
-        _parser().print_usage(sys.stderr)
-        print("lenet-cli: error: give at least one image", file=sys.stderr)
-        return 2
-    if args.top_k < 1:
-        print("lenet-cli: error: --top-k must be at least 1", file=sys.stderr)
+    try:
+        _check_usage(args)
+    except UsageError as e:
+        parser.print_usage(sys.stderr)
+        print(f"lenet-cli: error: {e}", file=sys.stderr)
         return 2
     try:
         with warnings.catch_warnings(record=True) as notes:
@@ -71,55 +113,354 @@ def main(argv: list[str] | None = None) -> int:
     except lenet.Error as e:
         print(f"lenet-cli: error: {e}", file=sys.stderr)
         return 2
-    for note in notes:
+    for note in notes if not args.quiet else ():
         print(f"lenet-cli: note: {str(note.message).removeprefix('lenet: ')}", file=sys.stderr)
     if args.summary:
         print(engine.summary())
-
     if args.debug_dir:
         try:
             os.makedirs(args.debug_dir, exist_ok=True)
         except OSError as e:
             print(f"lenet-cli: error: --debug-dir {args.debug_dir}: {e.strerror or e}", file=sys.stderr)
             return 2
-    failed = 0
-
-    def report(e):
-        nonlocal failed
-        print(f"lenet-cli: error: {e}", file=sys.stderr)
-        failed += 1
-
-    seen = _DebugWriter(args.debug_dir, report)
-
-    if args.digits:
-        for path in args.images:
-            try:
-                number = engine.read_number(path)
-            except lenet.InputError as e:
-                report(e)
-                continue
-            seen.write(path, [r.image for r in number.digits], numbered=True)
-            _print_number(number, args)
-        return 1 if failed else 0
-    # Unreadable files and pages without a digit are reported; the rest is one batch.
     try:
-        results = engine.infer(args.images, mode=args.mode, on_error=report)
-    except lenet.Error as e:
-        print(f"lenet-cli: error: {e}", file=sys.stderr)
+        output = _Output(args.output, engine.classes) if args.output else None
+    except OSError as e:
+        print(f"lenet-cli: error: --output {args.output}: {e.strerror or e}", file=sys.stderr)
         return 2
-    for r in results:
-        seen.write(r.source, [r.image], numbered=False)
-        top = r.top(args.top_k)
-        if args.json:
+    return _Run(engine, args, output).run()
+
+
+def _check_usage(args) -> None:
+    if not args.images and not args.files_from:
+        raise UsageError("give at least one image, directory or glob (or --files-from FILE)")
+    if args.top_k < 1:
+        raise UsageError("--top-k must be at least 1")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise UsageError("--batch-size must be at least 1")
+    if args.null and not args.files_from:
+        raise UsageError("-0 goes with --files-from")
+    if args.images.count("-") > 1 or ("-" in args.images and args.files_from == "-"):
+        raise UsageError("standard input can be read once: one '-' among the images or --files-from -")
+    if args.output and Path(args.output).suffix.lower() not in (".jsonl", ".json", ".csv", ".ndjson"):
+        raise UsageError(f"--output {args.output}: the name must end in .jsonl, .json or .csv (the format)")
+
+
+class _Interrupted(Exception):
+    pass
+
+
+class _Run:
+    """One invocation: the inputs streamed through the engine, each answer printed and
+    written as it comes, errors counted."""
+
+    def __init__(self, engine, args, output: Optional["_Output"]):
+        self.engine, self.args, self.output = engine, args, output
+        self.failed = self.done = 0
+        self.bar = None
+        self.seen = _DebugWriter(args.debug_dir, self.error)
+
+    def error(self, e) -> None:
+        self.failed += 1
+        self.done += 1
+        self._stderr(f"lenet-cli: error: {e}")
+        if self.output is not None and hasattr(e, "source"):
+            self.output.error(getattr(e, "source", None) or "", str(e))
+
+    def _stderr(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def run(self) -> int:
+        import lenet
+        previous = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() \
+            else None
+        inputs = _Inputs(self.args)
+        self.bar = _progress(self.args, inputs)
+        status = None
+        try:
+            if self.args.digits:
+                self._numbers(inputs)
+            else:
+                for part in self.engine._stream(inputs, batch_size=self.args.batch_size, mode=self.args.mode):
+                    for r in part:
+                        if isinstance(r, lenet.InputError):
+                            self.error(r)
+                        else:
+                            self._result(r)
+                    self._flush(len(part))
+        except BrokenPipeError:   # stdout closed (| head): stop quietly, like a shell tool on SIGPIPE
+            status = 141
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())   # the interpreter's final flush must not fail again
+            os.close(devnull)
+        except KeyboardInterrupt:
+            status = 130
+            self._stderr(f"lenet-cli: interrupted after {self.done:,} inputs"
+                         + (f"; what was done is in {self.args.output}" if self.output else ""))
+        except _Interrupted:   # SIGTERM: killed, so no output file, and no interpreter shutdown
+            if self.output is not None:   # racing the reader threads (a thread mid-start prints a traceback)
+                self.output.discard()
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(143)
+        except lenet.Error as e:
+            print(f"lenet-cli: error: {e}", file=sys.stderr)
+            if self.output is not None:
+                self.output.discard()
+            return 2
+        except BaseException:
+            if self.output is not None:
+                self.output.discard()
+            raise
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+            if self.bar is not None:
+                self.bar.close()
+            try:
+                sys.stdout.flush()
+            except BrokenPipeError:
+                status = 141
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
+        if self.output is not None:
+            self.output.commit()
+        if status is not None:
+            return status
+        return 1 if self.failed else 0
+
+    def _flush(self, n: int) -> None:
+        sys.stdout.flush()
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def _result(self, r) -> None:
+        self.done += 1
+        self.seen.write(r.source, [r.image], numbered=False)
+        top = r.top(self.args.top_k)
+        if self.output is not None:
+            self.output.result(r)
+        if self.args.quiet:
+            return
+        if self.args.json:
             print(json.dumps({"path": r.source, "digit": r.digit, "confidence": r.confidence, "mode": r.mode,
                               "top": [{"digit": d, "probability": p} for d, p in top],
                               "probabilities": [float(p) for p in r.probabilities]}))
         else:
             line = f"{r.source}: {r.digit} ({100 * r.confidence:.1f}%)"
-            if args.top_k > 1:
+            if self.args.top_k > 1:
                 line += "  [" + ", ".join(f"{d}: {100 * p:.1f}%" for d, p in top) + "]"
             print(line)
-    return 1 if failed else 0
+
+    def _numbers(self, inputs) -> None:
+        import lenet
+        from .preprocess import Named
+        for item in inputs:
+            if isinstance(item, lenet.InputError):   # named nothing to read
+                self.error(item)
+                self._flush(1)
+                continue
+            path = item.label if isinstance(item, Named) else os.fspath(item)
+            try:
+                number = self.engine.read_number(item.data if isinstance(item, Named) else item)
+            except lenet.InputError as e:
+                e.source = path
+                self.error(e)
+                self._flush(1)
+                continue
+            number = lenet.Number(number.digits, number.boxes, path)
+            self.seen.write(path, [r.image for r in number.digits], numbered=True)
+            self.done += 1
+            if self.output is not None:
+                self.output.number(number)
+            if not self.args.quiet:
+                _print_number(number, self.args)
+            self._flush(1)
+
+
+def _on_sigterm(signum, frame):
+    raise _Interrupted()
+
+
+class _Inputs:
+    """The inputs the command line names, one at a time, in order: files as they are,
+    directories walked (sorted, recursively), globs expanded, '-' read from stdin, and the
+    lines of --files-from. Paths that name nothing are passed on (the engine reports
+    them, in their place); a directory without images or a glob without a match is an
+    InputError in its place. ``total`` is the count when it is known without a walk."""
+
+    def __init__(self, args):
+        self.args = args
+        self.total = None
+        self.directories: list[str] = []
+        if not args.files_from and all(a == "-" or os.path.isfile(a) for a in args.images):
+            self.total = len(args.images)
+        else:
+            self.directories = [a for a in args.images if a != "-" and os.path.isdir(a)]
+
+    def __iter__(self) -> Iterator:
+        from .preprocess import Named
+        for arg in self.args.images:
+            if arg == "-":
+                yield Named(sys.stdin.buffer.read(), "<stdin>")
+            elif os.path.isdir(arg):
+                found = 0
+                for path in _walk(arg):
+                    found += 1
+                    yield path
+                if not found:
+                    yield _failed(arg, "a directory with no image files")
+            elif GLOB_CHARACTERS & set(arg) and not os.path.exists(arg):
+                matches = sorted(glob.glob(arg, recursive=True))
+                if not matches:
+                    yield _failed(arg, "no file matches")
+                for m in matches:
+                    if os.path.isdir(m):
+                        yield from _walk(m)
+                    else:
+                        yield m
+            else:
+                yield arg
+        if self.args.files_from:
+            yield from _listed(self.args.files_from, self.args.null)
+
+
+def _failed(source: str, why: str):
+    """An input that names nothing to classify: its error goes through the stream in its place."""
+    from .errors import InputError
+    e = InputError(f"{source}: {why}")
+    e.source = source
+    return e
+
+
+def _walk(directory: str) -> Iterator[str]:
+    """Image files under a directory, sorted, recursively; hidden names skipped."""
+    from .preprocess import _format_of
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            path = os.path.join(root, name)
+            if os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
+                yield path
+                continue
+            try:
+                with open(path, "rb") as f:
+                    head = f.read(32)
+            except OSError:
+                continue
+            if _format_of(head):
+                yield path
+
+
+def _listed(source: str, null: bool) -> Iterator:
+    """The paths of a list file (or stdin), one per line or NUL-separated, read lazily."""
+    try:
+        f = sys.stdin.buffer if source == "-" else open(source, "rb")
+    except OSError as e:
+        yield _failed(f"--files-from {source}", e.strerror or str(e))
+        return
+    sep = b"\0" if null else b"\n"
+    try:
+        rest = b""
+        while True:
+            block = f.read1(1 << 16)   # what has come: a slow producer's paths are classified as they come
+            if not block:
+                break
+            pieces = (rest + block).split(sep)
+            rest = pieces.pop()
+            for piece in pieces:
+                path = piece if null else piece.rstrip(b"\r")
+                if path:
+                    yield os.fsdecode(path)
+        if rest.rstrip(b"\r") if not null else rest:
+            yield os.fsdecode(rest if null else rest.rstrip(b"\r"))
+    finally:
+        if f is not sys.stdin.buffer:
+            f.close()
+
+
+def _progress(args, inputs: _Inputs):
+    """A tqdm bar on stderr when it is a terminal (not with -q or --no-progress). Its total
+    is the input count where known at once, else counted by a walk in the background."""
+    if args.quiet or args.no_progress or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:   # pragma: no cover - tqdm is a dependency
+        return None
+    bar = tqdm(total=inputs.total, unit="img", file=sys.stderr, dynamic_ncols=True, smoothing=0.1)
+    if inputs.total is None and inputs.directories and not args.files_from and \
+            all(a == "-" or os.path.isdir(a) or os.path.isfile(a) for a in args.images):
+        def count():
+            n = sum(1 for a in args.images if not os.path.isdir(a))
+            for d in inputs.directories:
+                n += sum(1 for _ in _walk(d))
+            bar.total = n
+            bar.refresh()
+        threading.Thread(target=count, daemon=True, name="lenet-cli-count").start()
+    return bar
+
+
+class _Output:
+    """--output FILE: JSON lines or CSV, written to a temporary file beside FILE and renamed
+    onto it by ``commit`` (so FILE is either absent, as it was, or whole)."""
+
+    def __init__(self, path: str, classes: int):
+        self.path = Path(path)
+        self.csv = self.path.suffix.lower() == ".csv"
+        fd, self.tmp = tempfile.mkstemp(dir=self.path.parent or ".", prefix=f".{self.path.name}.",
+                                        suffix=".part")
+        self.file = io.open(fd, "w", encoding="utf-8", newline="")
+        self.classes = classes
+        if self.csv:
+            self.writer = csv.writer(self.file)
+            self.writer.writerow(["path", "digit", "confidence", "mode", "error",
+                                  *[f"p{k}" for k in range(classes)]])
+
+    def result(self, r) -> None:
+        if self.csv:
+            self.writer.writerow([r.source, r.digit, f"{r.confidence:.6g}", r.mode, "",
+                                  *[f"{p:.6g}" for p in r.probabilities]])
+        else:
+            self.file.write(json.dumps({"path": r.source, "digit": r.digit, "confidence": r.confidence,
+                                        "mode": r.mode, "probabilities": [float(p) for p in r.probabilities]})
+                            + "\n")
+
+    def number(self, n) -> None:
+        if self.csv:
+            self.writer.writerow([n.source, n.number, f"{n.confidence:.6g}", "number", ""] + [""] * self.classes)
+        else:
+            self.file.write(json.dumps({"path": n.source, "number": n.number, "confidence": n.confidence,
+                                        "digits": [r.digit for r in n.digits]}) + "\n")
+
+    def error(self, source: str, message: str) -> None:
+        if self.csv:
+            self.writer.writerow([source, "", "", "", message] + [""] * self.classes)
+        else:
+            self.file.write(json.dumps({"path": source, "error": message}) + "\n")
+
+    def commit(self) -> None:
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        os.chmod(self.tmp, 0o644)
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        self.file.close()
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
 
 
 def _print_number(number, args) -> None:

@@ -7,11 +7,11 @@ import threading
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 import numpy as np
 
-from . import _native
+from . import _native, pipeline
 from ._native import _core
 from .errors import CudaError, InputError
 from .keras import SHIPPED_MODELS, read_model, shipped_weights
@@ -393,17 +393,51 @@ class Engine:
     def infer(self, images: Any, mode: str = "auto",
               on_error: Optional[Callable[[InputError], Any]] = None) -> Union[Result, list[Result]]:
         """Classifies images: a path, bytes of an encoded image, an array (one image
-        or a batch), or a list of these (see ``lenet.preprocess``). One image gives
-        a ``Result``; a batch or a list gives a list of ``Result``.
+        or a batch), or any iterable of these (a list, a generator; see
+        ``lenet.preprocess``). One image gives a ``Result``; a batch or an iterable
+        gives a list of ``Result``.
 
         ``mode``: "auto" (the default), "mnist" (the image already looks like MNIST:
         only resized) or "photo" (a photo, scan or drawing: the digit is found and
         normalized as MNIST was made); "auto" takes "mnist" for images of the model's
-        size with a dark background, "photo" for the rest. ``on_error``: for a list,
-        a callable given the InputError of each image that cannot be read or has no
-        digit; that image is left out of the results instead of failing the call."""
-        return self._classify(to_batch(images, self._image_shape(), self.input_scale,
-                                       self._images_channels_first(), mode, on_error, self.threads))
+        size with a dark background, "photo" for the rest. ``on_error``: for an
+        iterable, a callable given the InputError of each input that cannot be read or
+        has no digit; that input is left out of the results instead of failing the
+        call. An iterable is read as ``infer_iter`` reads it (ahead, on the engine's
+        threads, in bounded memory besides the results)."""
+        items, single = pipeline.items_of(images)
+        if single or isinstance(images, np.ndarray):   # in memory already: one vectorized batch
+            return self._classify(to_batch(images, self._image_shape(), self.input_scale,
+                                           self._images_channels_first(), mode, on_error, self.threads))
+        out = []
+        for part in pipeline.stream(self, items, mode=mode, errors="raise" if on_error is None else "yield"):
+            for r in part:
+                if isinstance(r, InputError):
+                    on_error(r)
+                else:
+                    out.append(r)
+        return out
+
+    def infer_iter(self, inputs: Any, *, batch_size: Optional[int] = None, mode: str = "auto",
+                   errors: str = "yield") -> Iterator[Union[Result, InputError]]:
+        """Classifies any number of inputs lazily: yields, in input order, one ``Result``
+        per image as soon as its batch is done, while the next inputs are read and
+        decoded ahead on the engine's threads. ``inputs``: an iterable of paths, bytes
+        or image arrays (a generator, a list, the lines of a file), or a batch array.
+        Memory stays bounded whatever the number of inputs (a few batches and one
+        decoded image per thread; results you keep are yours).
+
+        An input that cannot be read, decoded, or holds no digit yields its
+        ``InputError`` in its place (``error.source`` names it) and the stream goes
+        on; ``errors="raise"`` raises it there instead. ``batch_size``: at most this
+        many inputs per call of the engine (default 256; fewer for large photos, whose
+        batches are sized to about 50 ms of decoding). Closing the generator early
+        stops the reading."""
+        return pipeline.iterate(self, inputs, batch_size=batch_size, mode=mode, errors=errors)
+
+    def _stream(self, inputs: Any, batch_size: Optional[int] = None, mode: str = "auto") -> Iterator[list]:
+        """``infer_iter``'s answers a batch at a time (lists of Result and InputError)."""
+        return pipeline.stream(self, inputs, batch_size=batch_size, mode=mode)
 
     def read_number(self, image: Any) -> Number:
         """Reads a number written left to right in one image (a path, bytes or an
@@ -427,6 +461,12 @@ class Engine:
 
     def _images_channels_first(self) -> bool:
         return len(self.input_shape) == 4 and self.model.channels_first
+
+    def _scaled(self, x: np.ndarray) -> np.ndarray:
+        """Prepared images (n, H, W, C) of pixels 0..255, scaled in place, as the network
+        takes them ((n, C, H, W) for a channels_first model)."""
+        x *= np.float32(self.input_scale)
+        return np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if self._images_channels_first() else x
 
     def _probabilities(self, x: np.ndarray) -> np.ndarray:
         """Probabilities for a batch of images as preprocess gives them (n, H, W, C), or
@@ -462,6 +502,16 @@ def infer(images: Any, *, mode: str = "auto", weights: Union[str, os.PathLike, N
     available device (see ``Engine.infer`` for ``mode``). The Engine is built on
     first use and reused."""
     return _default_engine(weights, device, threads).infer(images, mode)
+
+
+def infer_iter(inputs: Any, *, batch_size: Optional[int] = None, mode: str = "auto", errors: str = "yield",
+               weights: Union[str, os.PathLike, None] = None, device: str = "auto",
+               threads: Optional[int] = None) -> Iterator[Union[Result, InputError]]:
+    """``Engine.infer_iter`` on the engine ``infer`` uses (the shipped default model, or
+    ``weights``, on the best available device): yields a Result (or an InputError in
+    its place) per input, in input order, reading ahead in bounded memory."""
+    return _default_engine(weights, device, threads).infer_iter(inputs, batch_size=batch_size, mode=mode,
+                                                                errors=errors)
 
 
 def read_number(image: Any, *, weights: Union[str, os.PathLike, None] = None, device: str = "auto",

@@ -31,7 +31,11 @@ class UnsupportedModelError(ModelError):
 
 class InputError(Error, ValueError):
     """An image or array cannot be classified: wrong type, shape, dtype or values,
-    or an image file that cannot be read or decoded. The message names the input."""
+    or an image file that cannot be read or decoded. The message names the input;
+    ``source`` is the input's label (its path, "<input 3>", ...) where the error is
+    about one input of several, else None."""
+
+    source = None
 
 
 class CudaError(Error):

@@ -43,12 +43,13 @@ any pixel is allocated.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -142,11 +143,12 @@ def decode(data: bytes, source: str, reduce: bool = False) -> np.ndarray:
     if w < 1 or h < 1:
         raise InputError(f"{source}: a {fmt} image of {w}x{h} pixels (corrupt header)")
     _check_pixels(h, w, source, f"a {fmt} image")
+    oriented = True   # whether the format may carry an EXIF orientation
     if fmt == "PNG":
-        _check_png_chunks(data, source)
+        oriented = _check_png_chunks(data, source)
     try:
         img = _imdecode_upright(np.frombuffer(data, dtype=np.uint8),
-                                photo.jpeg_reduction(max(w, h)) if reduce and fmt == "JPEG" else 1)
+                                photo.jpeg_reduction(max(w, h)) if reduce and fmt == "JPEG" else 1, oriented)
     except cv2.error as e:
         raise InputError(f"{source}: OpenCV cannot decode this {fmt} image ({_cv2_message(e)})") from None
     if img is None or img.size == 0:
@@ -186,20 +188,23 @@ def image_size(data: bytes, source: str = "<bytes>") -> tuple[str, int, int]:
     return found
 
 
-def _check_png_chunks(d: bytes, source: str) -> None:
+def _check_png_chunks(d: bytes, source: str) -> bool:
     """Refuses a PNG with a chunk longer than the data left: OpenCV 5.0 allocates (and
     zero-fills) the declared length first, so 4 bytes of 0xff cost 4 GB and seconds
-    (found by tests/fuzz_targets.py image-bytes)."""
-    pos = 8
+    (found by tests/fuzz_targets.py image-bytes). Returns whether the PNG has an eXIf
+    chunk (an EXIF orientation to apply)."""
+    pos, exif = 8, False
     while pos + 8 <= len(d):
         (length,) = struct.unpack_from(">I", d, pos)
         kind = d[pos + 4:pos + 8]
         if length > len(d) - pos - 12:
             raise InputError(f"{source}: a corrupt or truncated PNG: chunk {kind!r} at byte {pos} declares "
                              f"{length:,} bytes, {max(0, len(d) - pos - 12):,} remain")
+        exif = exif or kind == b"eXIf"
         pos += 12 + length
         if kind == b"IEND":
-            return
+            break
+    return exif
 
 
 def _format_of(d: bytes) -> Optional[str]:
@@ -320,12 +325,15 @@ def _header_size(d: bytes) -> Optional[tuple[str, int, int]]:
     return None
 
 
-def _imdecode_upright(buf: np.ndarray, reduction: int = 1) -> Optional[np.ndarray]:
+def _imdecode_upright(buf: np.ndarray, reduction: int = 1, oriented: bool = True) -> Optional[np.ndarray]:
     """cv2.imdecode keeping alpha and 16 bits (IMREAD_UNCHANGED), turned upright by the
-    EXIF orientation, which IMREAD_UNCHANGED alone ignores. A ``reduction`` of 2, 4 or
+    EXIF orientation, which IMREAD_UNCHANGED alone ignores (``oriented`` False: the
+    image has none, a PNG without eXIf; one plain decode). A ``reduction`` of 2, 4 or
     8 (JPEG only: 8-bit, no alpha) has libjpeg decode that many times smaller, upright,
     in about half the time for 12 MP; where libjpeg cannot scale (lossless JPEG) the
     image is decoded whole."""
+    if not oriented:
+        return cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
     if reduction > 1:
         img = cv2.imdecode(buf, {2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
                                  8: cv2.IMREAD_REDUCED_COLOR_8}[reduction])
@@ -366,6 +374,27 @@ _ORIENT = {1: lambda a: a,
            6: lambda a: np.ascontiguousarray(np.rot90(a, -1)),
            7: lambda a: np.ascontiguousarray(np.rot90(a, 2).swapaxes(0, 1)),
            8: lambda a: np.ascontiguousarray(np.rot90(a, 1))}
+
+
+MAX_FILE_BYTES = (1 << 31) - 1   # the largest file read whole (its pixels are limited apart)
+
+
+def _read_error(source: str, err: int) -> InputError:
+    if err == errno.ENOENT:
+        return InputError(f"{source}: no such file")
+    if err == errno.EISDIR:
+        return InputError(f"{source}: is a directory, not an image")
+    if err == errno.EFBIG:
+        return InputError(f"{source}: larger than {MAX_FILE_BYTES:,} bytes: not an image lenet reads")
+    return InputError(f"{source}: cannot read: {os.strerror(err)}")
+
+
+def read_paths(paths: Sequence, labels: Sequence[str]) -> list:
+    """Each file's bytes, or its InputError, read in one call of the core with the GIL
+    released (no Python per file: a reader thread does not contend for the GIL)."""
+    from ._native import _core
+    got = _core.read_files([os.fsencode(p) for p in paths], MAX_FILE_BYTES)
+    return [_read_error(label, data) if isinstance(data, int) else data for data, label in zip(got, labels)]
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
@@ -438,6 +467,8 @@ def _fit(img: np.ndarray, h: int, w: int, c: int, source: str) -> np.ndarray:
 
 def _images(item: Any, label: str, reduce: bool = False) -> tuple[list[np.ndarray], list[str], bool]:
     """Splits one input into images. Returns (images, sources, was_single)."""
+    if isinstance(item, Named):
+        item = item.data
     if isinstance(item, (str, os.PathLike)):
         return [read_file(item, reduce)], [os.fspath(item)], True  # uint8: the photo path is faster on it
     if isinstance(item, (bytes, bytearray, memoryview)):
@@ -511,46 +542,73 @@ def _assemble(blocks: list, sources: list[str], modes: list[str], single: bool, 
     return Batch(nchw, sources, single, modes, x)
 
 
-def to_batch(images: Any, input_hwc: Sequence[int], scale: float, channels_first: bool = False,
-             mode: str = "auto", on_error: Optional[Callable[[InputError], Any]] = None,
-             threads: int = 1) -> Batch:
-    """Turns any accepted input into the model's float32 input batch.
+@dataclass
+class Prepared:
+    """Items turned into the model's images (pixels 0..255, not yet scaled)."""
+    x: np.ndarray          # float32 (N, h, w, c): one row per image of the items that worked
+    sources: list[str]     # per row: its label
+    modes: list[str]       # per row: "mnist" or "photo"
+    owner: list[int]       # per row: the index of the item it came from
+    errors: list           # (item index, InputError) per item that failed, in item order
+    single: bool           # the last item was one image (not a batch array)
+    timings: dict = field(default_factory=dict)
 
-    ``mode``: "auto", "mnist" or "photo" (see the module docstring). ``on_error``: for
-    a list, a callable given the InputError of each item that cannot be read or
-    prepared (a blank page in photo mode included); that item is left out. By default,
-    and for an input that is not a list, the error is raised (the first one in input
-    order). ``threads``: the items of a list are decoded, and images that need more
-    than a resize are prepared, on this many threads (OpenCV runs without the GIL)."""
+
+class Named(NamedTuple):
+    """An input with the name it goes by in results and errors (the CLI's "<stdin>")."""
+    data: Any
+    label: str
+
+
+def label_of(item: Any, index: Optional[int]) -> str:
+    """An input's name in results and errors: its path, else "<input i>" in a sequence, else
+    "<bytes>" or "<array>"."""
+    if isinstance(item, Named):
+        return item.label
+    if isinstance(item, InputError) and item.source:   # an input that failed before it got here
+        return item.source
+    if isinstance(item, (str, os.PathLike)):
+        return os.fspath(item)
+    if index is not None:
+        return f"<input {index}>"
+    return "<bytes>" if isinstance(item, (bytes, bytearray, memoryview)) else "<array>"
+
+
+def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mode: str = "auto",
+            threads: int = 1) -> Prepared:
+    """Reads, decodes and prepares each item (a path, bytes, or an array of one image or a
+    batch) into the model's images. An item that cannot be read or prepared (a blank page in
+    photo mode included) is left out, its InputError (with ``source`` set to its label) in
+    ``errors``: the caller decides what a failure means. ``threads``: the items are decoded,
+    and images that need more than a resize are prepared, on this many threads (OpenCV runs
+    without the GIL)."""
     if mode not in MODES:
         raise InputError(f"unknown mode {mode!r} (expected 'auto', 'mnist' or 'photo')")
     h, w, c = input_hwc
-    listed = isinstance(images, (list, tuple))
-    items = list(images) if listed else [images]
-
-    def failed(e: InputError):
-        if on_error is None or not listed:
-            raise e
-        on_error(e)
 
     def read(i: int):
-        item = items[i]
-        if listed:
-            label = os.fspath(item) if isinstance(item, (str, os.PathLike)) else f"<input {i}>"
-        else:
-            label = "<bytes>" if isinstance(item, (bytes, bytearray, memoryview)) else "<array>"
+        if isinstance(items[i], InputError):   # a file that could not be read, or failed before
+            items[i].source = items[i].source or labels[i]
+            return items[i]
         try:
-            return _images(item, label, reduce=True)  # big JPEGs decoded smaller
+            return _images(items[i], labels[i], reduce=True)  # big JPEGs decoded smaller
         except InputError as e:
+            e.source = labels[i]
             return e
 
-    # 1. Decode: every item to its images (a batch array gives several). Threads only
-    # for large encoded images: decoding a small PNG (~20 µs) is as much Python as
-    # OpenCV, and two threads contending for the GIL were slower than one.
+    # 1. Decode: every item to its images (a batch array gives several). The files are
+    # read first, all in one call. Threads only for large encoded images: decoding a
+    # small PNG (~15 µs) is as much Python as OpenCV, and two threads contending for the
+    # GIL were slower than one.
     started = time.perf_counter()
+    files = [i for i, item in enumerate(items) if isinstance(item, (str, os.PathLike))]
+    if len(files) > 1:
+        items = list(items)
+        for i, data in zip(files, read_paths([items[i] for i in files], [labels[i] for i in files])):
+            items[i] = data if isinstance(data, InputError) else Named(data, labels[i])
     parts, sources, owner, single = [], [], [], False
-    errors = []  # (item index, InputError): reported in input order at the end
-    decoders = threads if _large_files(items) else 1
+    errors = []  # (item index, InputError), sorted into item order at the end
+    decoders = threads if threads > 1 and _large_files(items) else 1
     for i, got in enumerate(_map(read, range(len(items)), decoders)):
         if isinstance(got, InputError):
             errors.append((i, got))
@@ -575,26 +633,48 @@ def to_batch(images: Any, input_hwc: Sequence[int], scale: float, channels_first
                 rows[i], modes[i] = stack[k], "mnist"
 
     # 3. The rest, one image at a time: resized, or found and normalized as a photo.
-    def prepare(i: int):
+    def prepare_one(i: int):
         try:
             return _prepare(parts[i], h, w, c, mode, sources[i])
         except InputError as e:
+            e.source = labels[owner[i]]
             return e
 
     rest = [i for i in range(len(parts)) if rows[i] is None]
-    for i, got in zip(rest, _map(prepare, rest, threads)):
+    for i, got in zip(rest, _map(prepare_one, rest, threads)):
+        parts[i] = None  # the decoded image is no longer needed
         if isinstance(got, InputError):
             errors.append((owner[i], got))
             continue
         rows[i], modes[i] = got
-    for _, e in sorted(errors, key=lambda pair: pair[0]):
-        failed(e)
-
-    keep = [i for i in range(len(parts)) if rows[i] is not None]
+    failed = {i for i, _ in errors}
+    keep = [i for i in range(len(rows)) if rows[i] is not None and owner[i] not in failed]
     x = np.stack([rows[i] for i in keep]) if keep else np.zeros((0, h, w, c), np.float32)
-    batch = _assemble([x], [sources[i] for i in keep], [modes[i] for i in keep], single and not listed, input_hwc,
-                      scale, channels_first)
-    batch.timings = {"decode": decoded - started, "prepare": time.perf_counter() - decoded}
+    return Prepared(x, [sources[i] for i in keep], [modes[i] for i in keep], [owner[i] for i in keep],
+                    sorted(errors, key=lambda pair: pair[0]), single,
+                    {"decode": decoded - started, "prepare": time.perf_counter() - decoded})
+
+
+def to_batch(images: Any, input_hwc: Sequence[int], scale: float, channels_first: bool = False,
+             mode: str = "auto", on_error: Optional[Callable[[InputError], Any]] = None,
+             threads: int = 1) -> Batch:
+    """Turns any accepted input into the model's float32 input batch.
+
+    ``mode``: "auto", "mnist" or "photo" (see the module docstring). ``on_error``: for
+    a list, a callable given the InputError of each item that cannot be read or
+    prepared (a blank page in photo mode included); that item is left out. By default,
+    and for an input that is not a list, the error is raised (the first one in input
+    order). ``threads``: see ``prepare``."""
+    listed = isinstance(images, (list, tuple))
+    items = list(images) if listed else [images]
+    got = prepare(items, [label_of(item, i if listed else None) for i, item in enumerate(items)], input_hwc, mode,
+                  threads)
+    for _, e in got.errors:
+        if on_error is None or not listed:
+            raise e
+        on_error(e)
+    batch = _assemble([got.x], got.sources, got.modes, got.single and not listed, input_hwc, scale, channels_first)
+    batch.timings = got.timings
     return batch
 
 
@@ -603,6 +683,7 @@ def _large_files(items: list, average: int = 64 << 10) -> bool:
     or more: photos, worth decoding on several threads."""
     sizes = []
     for item in items:
+        item = item.data if isinstance(item, Named) else item
         if isinstance(item, (bytes, bytearray, memoryview)):
             sizes.append(len(item))
         elif isinstance(item, (str, os.PathLike)):

@@ -3,6 +3,7 @@ installed; on a GPU, PyTorch and JAX on CUDA) on the same weights and the same M
 
     lenet-bench [--quick] [--models lenet5,...] [--contenders lenet-cpu,keras-predict,...]
                 [--batch-sizes 1,8,64,256,1024] [--threads N] [--images N] [--out DIR]
+    lenet-bench files [--images N] [--photos N] ...   (image files to answers: bench/files.py)
 
 For each model: N real digits become one float32 array that every contender gets;
 each contender's probabilities on it are checked against Keras ``model.predict`` (on the
@@ -72,6 +73,10 @@ def _csv(text: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["files"]:   # image files to answers, end to end: bench/files.py
+        from . import files
+        return files.main(argv[1:])
     started = time.perf_counter()
     from lenet import SHIPPED_MODELS, default_threads
     from . import contenders as cs

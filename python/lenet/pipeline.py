@@ -1,0 +1,238 @@
+"""Streaming classification: any number of inputs, in bounded memory, results in input order.
+
+The calling thread pulls inputs from the iterable a chunk at a time and hands each chunk to
+a reader thread, which reads, decodes and prepares it (``preprocess.prepare``: OpenCV
+releases the GIL while it decodes); the calling thread runs the engine on each prepared
+chunk in input order, while the readers work on the chunks after it. At most ``readahead``
+chunks are in flight, so what is alive at any time is bounded by
+
+    readers x (the largest decoded image) + readahead x chunk x (one input image's row)
+
+however many inputs there are. Chunks start small (the first results come early) and are
+then sized from the measured time per input, to about 50 ms of reading each (up to
+``batch_size`` inputs): many small files share a batch, a 12-megapixel photo is a chunk
+of its own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
+from typing import Any, Iterator, Optional, Union
+
+import numpy as np
+
+from . import preprocess
+from .errors import InputError
+
+DEFAULT_BATCH_SIZE = 256
+FIRST_CHUNK = 4           # inputs in the first chunk, before anything was measured
+CHUNK_SECONDS = 0.05      # reading time aimed at per chunk
+ERRORS = ("yield", "raise")
+
+_pools: dict = {}
+_pools_lock = threading.Lock()
+
+
+def _readers(n: int) -> ThreadPoolExecutor:
+    """A process-wide pool of n reader threads (kept: starting threads per call costs more
+    than a small call)."""
+    with _pools_lock:
+        pool = _pools.get(n)
+        if pool is None:
+            pool = _pools[n] = ThreadPoolExecutor(n, thread_name_prefix="lenet-reader")
+        return pool
+
+
+def items_of(inputs: Any) -> tuple[Iterator[Any], bool]:
+    """The inputs as an iterator of items, and whether the input was one image. One path,
+    bytes or one image array is one item; a batch array gives its images; any other
+    iterable (a list, a generator, a map over a file's lines) gives its elements."""
+    if isinstance(inputs, (str, os.PathLike, bytes, bytearray, memoryview)):
+        return iter([inputs]), True
+    if isinstance(inputs, np.ndarray):
+        single = inputs.ndim <= 2 or (inputs.ndim == 3 and inputs.shape[2] in (1, 3, 4))
+        if single or inputs.ndim not in (3, 4):
+            return iter([inputs]), True   # one image (or an array prepare refuses with its reason)
+        return iter(inputs), False
+    try:
+        return iter(inputs), False
+    except TypeError:
+        raise InputError(f"cannot classify a {type(inputs).__name__} (give a path, bytes of an encoded image, "
+                         "a NumPy array, or an iterable of these)") from None
+
+
+def stream(engine, inputs: Any, *, batch_size: Optional[int] = None, mode: str = "auto",
+           errors: str = "yield", readahead: Optional[int] = None) -> Iterator[list]:
+    """Yields, chunk by chunk in input order, lists of ``Result`` (one per image of an input)
+    and ``InputError`` (one per input that failed: read, decode, no digit found), each in the
+    place of its input. ``errors="raise"`` raises the first failure instead, in its place.
+    See ``Engine.infer_iter``."""
+    if mode not in preprocess.MODES:
+        raise InputError(f"unknown mode {mode!r} (expected 'auto', 'mnist' or 'photo')")
+    if errors not in ERRORS:
+        raise InputError(f"errors must be 'yield' or 'raise', got {errors!r}")
+    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
+                                   or batch_size < 1):
+        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+    hwc = engine._image_shape()
+    readers = max(1, engine.threads)
+    readahead = readahead or 2 * readers + 1
+    limit = batch_size or DEFAULT_BATCH_SIZE
+    items, single = items_of(inputs)
+    labelled = ((i, item) for i, item in enumerate(items))
+    if isinstance(inputs, (list, tuple, range, np.ndarray)) or single:
+        take = _Taker(labelled)   # in memory: whole chunks at once
+    else:                         # a generator, a pipe: take what has come
+        take = _Feeder(labelled, (readahead + 1) * limit)
+    return _stream(engine, take, single, hwc, mode, errors, limit, readers, readahead)
+
+
+class _Taker:
+    """Chunks of an iterator whose items are all there (a list)."""
+
+    def __init__(self, it: Iterator):
+        self.it = it
+
+    def __call__(self, n: int) -> list:
+        return list(islice(self.it, n))
+
+    def close(self) -> None:
+        pass
+
+
+class _Feeder:
+    """Pulls an iterator (a generator, the lines of a pipe) on a thread of its own into a
+    bounded buffer, so that a chunk is what has come, up to its size: a slow source's
+    inputs are classified as they arrive instead of waiting for a whole chunk. The
+    source's own exception is raised in its place, after the inputs before it."""
+
+    def __init__(self, it: Iterator, high_water: int):
+        self.it, self.high_water = it, high_water
+        self.buffer: deque = deque()
+        self.cond = threading.Condition()
+        self.done = self.stopped = False
+        self.error: Optional[BaseException] = None
+        threading.Thread(target=self._run, daemon=True, name="lenet-feeder").start()
+
+    def _run(self) -> None:
+        try:
+            for item in self.it:
+                with self.cond:
+                    while len(self.buffer) >= self.high_water and not self.stopped:
+                        self.cond.wait()
+                    if self.stopped:
+                        return
+                    self.buffer.append(item)
+                    self.cond.notify_all()
+        except BaseException as e:   # the source's own error, raised in the stream in its place
+            self.error = e
+        finally:
+            with self.cond:
+                self.done = True
+                self.cond.notify_all()
+
+    def __call__(self, n: int) -> list:
+        """Up to n items: waits for the first, then takes what has come; [] at the end."""
+        with self.cond:
+            while not self.buffer and not self.done:
+                self.cond.wait()
+            out = [self.buffer.popleft() for _ in range(min(n, len(self.buffer)))]
+            self.cond.notify_all()
+        if not out and self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        return out
+
+    def close(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify_all()
+
+
+def _stream(engine, take, single: bool, hwc, mode: str, errors: str, limit: int, readers: int,
+            readahead: int) -> Iterator[list]:
+    pool = _readers(readers)
+    cancelled = threading.Event()
+    pending: deque = deque()
+    chunk = min(FIRST_CHUNK, limit)
+    exhausted = measured = False
+    try:
+        while True:
+            # One chunk in flight until one was measured: a generator of big arrays does not
+            # pile `readahead` chunks of them up before their size is known.
+            while not exhausted and len(pending) < (readahead if measured else 1):
+                part = take(chunk)
+                if not part:
+                    exhausted = True
+                    break
+                if single:   # one image: its own label ("<bytes>", "<array>"), raised as it is
+                    part = [(None, part[0][1])]
+                pending.append((part, pool.submit(_prepare_part, part, hwc, mode, cancelled)))
+            if not pending:
+                return
+            part, future = pending.popleft()
+            got, seconds = future.result()
+            # The next chunks: about CHUNK_SECONDS of reading each, at most `limit` inputs.
+            per_input = seconds / len(part)
+            measured = True
+            chunk = max(1, min(limit, int(CHUNK_SECONDS / per_input) if per_input > 0 else limit))
+            out = _results(engine, part, got)
+            if errors == "raise":
+                for k, r in enumerate(out):
+                    if isinstance(r, InputError):
+                        yield out[:k]
+                        raise r
+            yield out
+    finally:
+        cancelled.set()
+        take.close()
+        for _, future in pending:
+            future.cancel()
+
+
+def _prepare_part(part: list, hwc, mode: str, cancelled: threading.Event):
+    """On a reader thread: a chunk of (index, item) prepared; (Prepared, seconds)."""
+    if cancelled.is_set():
+        return None, 0.0
+    started = time.perf_counter()
+    got = preprocess.prepare([item for _, item in part], [preprocess.label_of(item, i) for i, item in part], hwc,
+                             mode)
+    return got, time.perf_counter() - started
+
+
+def _results(engine, part: list, got: "preprocess.Prepared") -> list:
+    """The chunk's answers in input order: its Results (one per image) and InputErrors."""
+    from .engine import Result
+    probs = engine._probabilities(engine._scaled(got.x)) if len(got.x) else np.zeros((0, engine.classes),
+                                                                                       np.float32)
+    hwc = got.x   # scaled in place by engine._scaled: what the network received
+    digits = probs.argmax(1).tolist() if len(probs) else []
+    by_item: dict = {}
+    for row, owner in enumerate(got.owner):
+        by_item.setdefault(owner, []).append(row)
+    failed = dict(got.errors[::-1])   # the first error of each item
+    out: list = []
+    scale = engine.input_scale
+    for k in range(len(part)):
+        if k in failed:
+            out.append(failed[k])
+            continue
+        for row in by_item.get(k, ()):
+            out.append(Result(digits[row], probs[row], got.sources[row], got.modes[row], _input=hwc[row],
+                              _scale=scale))
+    return out
+
+
+def iterate(engine, inputs: Any, **options) -> Iterator[Union[Any, InputError]]:
+    """``stream`` flattened: one Result or InputError at a time (the options are checked
+    now, the inputs read as the results are asked for)."""
+    parts = stream(engine, inputs, **options)
+    return (r for part in parts for r in part)
+
+
+__all__ = ["DEFAULT_BATCH_SIZE", "stream", "iterate", "items_of"]
