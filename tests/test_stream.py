@@ -181,3 +181,22 @@ def test_memory_does_not_grow_with_the_number_of_inputs(big_photo):
     few, many = _peak(big_photo, 20), _peak(big_photo, 80)
     assert few["digits"] == many["digits"] == [4]
     assert many["peak_mib"] - few["peak_mib"] < 40, (few, many)
+
+
+def test_results_are_values(engine):
+    """Equal when digit, probabilities (bit for bit), source and mode are; hashable;
+    immutable; pickled and back equal."""
+    import pickle
+    a = engine.infer(str(EXAMPLES[5]))
+    b = next(engine.infer_iter([str(EXAMPLES[5])]))
+    c = engine.infer(str(EXAMPLES[6]))
+    assert a == b and hash(a) == hash(b) and a != c
+    assert len({a, b, c}) == 2 and {a: 1}[b] == 1
+    assert pickle.loads(pickle.dumps(a)) == a
+    with pytest.raises(AttributeError):
+        a.digit = 3
+    with pytest.raises(ValueError):
+        a.probabilities[0] = 1.0   # read-only: a value's contents do not change
+    hand = lenet.Result(1, np.array([0.25, 0.75], np.float32))
+    assert hand == lenet.Result(1, np.array([0.25, 0.75], np.float32)) and hand.confidence == 0.75
+    assert hand != lenet.Result(1, np.array([0.25, 0.75], np.float32), source="x.png")

@@ -321,10 +321,12 @@ class _Inputs:
                 matches = sorted(glob.glob(arg, recursive=True))
                 if not matches:
                     yield _failed(arg, "no file matches")
+                recursive = os.path.basename(arg.rstrip("/")) == "**"   # 'dir/**' lists the files itself
                 for m in matches:
                     if os.path.isdir(m):
-                        yield from _walk(m)
-                    else:
+                        if not recursive:
+                            yield from _walk(m)
+                    elif not recursive or _is_image(m):   # 'dir/**': what a walk would take
                         yield m
             else:
                 yield arg
@@ -342,23 +344,24 @@ def _failed(source: str, why: str):
 
 def _walk(directory: str) -> Iterator[str]:
     """Image files under a directory, sorted, recursively; hidden names skipped."""
-    from .preprocess import _format_of
     for root, dirs, files in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
-            if name.startswith("."):
-                continue
             path = os.path.join(root, name)
-            if os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
+            if not name.startswith(".") and _is_image(path):
                 yield path
-                continue
-            try:
-                with open(path, "rb") as f:
-                    head = f.read(32)
-            except OSError:
-                continue
-            if _format_of(head):
-                yield path
+
+
+def _is_image(path: str) -> bool:
+    """An image file by its extension, or else by its first bytes."""
+    from .preprocess import _format_of
+    if os.path.splitext(path)[1].lower() in IMAGE_EXTENSIONS:
+        return True
+    try:
+        with open(path, "rb") as f:
+            return _format_of(f.read(32)) is not None
+    except OSError:
+        return False
 
 
 def _listed(source: str, null: bool) -> Iterator:

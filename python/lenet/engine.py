@@ -25,22 +25,58 @@ DEFAULT_MODEL = "lenet5"
 DEFAULT_INPUT_SCALE = 1.0 / 255.0
 
 
-@dataclass(frozen=True)
 class Result:
-    """One classified image.
+    """One classified image, a value: immutable, equal to another Result of the same digit,
+    probabilities (bit for bit), source and mode; hashable (in sets, as dict keys).
 
     ``probabilities`` is a distribution over the classes, whatever the model ends
     in: a softmax's outputs as they are; sigmoid outputs (one per class) divided by
     their sum; anything else (logits, ReLU outputs) through a softmax. ``predict``
     gives the model's own outputs."""
 
+    # A plain class with slots, not a frozen dataclass: a stream makes one per image, and
+    # the dataclass's __init__ (object.__setattr__ per field) cost 4 us of the GIL each.
+    __slots__ = ("digit", "probabilities", "source", "mode", "_input", "_scale")
+
     digit: int                  # the most probable class
-    probabilities: np.ndarray   # float32 (classes,), sums to 1
-    source: str = ""            # the path, "<bytes>", "<array>[i]", ...
-    mode: str = ""              # the preprocessing the image took: "mnist" or "photo"
-    # The network's input for this image, (H, W, C) scaled, and the scale: see `image`.
-    _input: Optional[np.ndarray] = field(default=None, repr=False, compare=False)
-    _scale: float = field(default=1.0, repr=False, compare=False)
+    probabilities: np.ndarray   # float32 (classes,), sums to 1 (read-only)
+    source: str                 # the path, "<bytes>", "<array>[i]", ...
+    mode: str                   # the preprocessing the image took: "mnist" or "photo"
+
+    def __init__(self, digit: int, probabilities: np.ndarray, source: str = "", mode: str = "", *,
+                 _input: Optional[np.ndarray] = None, _scale: float = 1.0):
+        if type(probabilities) is not np.ndarray:
+            probabilities = np.asarray(probabilities)
+        if probabilities.flags.writeable:   # a value's contents do not change: a read-only copy
+            probabilities = probabilities.copy()
+            probabilities.flags.writeable = False
+        set_ = object.__setattr__
+        set_(self, "digit", digit)
+        set_(self, "probabilities", probabilities)
+        set_(self, "source", source)
+        set_(self, "mode", mode)
+        # The network's input for this image, (H, W, C) scaled, and the scale: see `image`.
+        set_(self, "_input", _input)
+        set_(self, "_scale", _scale)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Result is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"Result is immutable: cannot delete {name!r}")
+
+    def __eq__(self, other):
+        if not isinstance(other, Result):
+            return NotImplemented
+        return (self.digit == other.digit and self.source == other.source and self.mode == other.mode
+                and self.probabilities.shape == other.probabilities.shape
+                and self.probabilities.tobytes() == other.probabilities.tobytes())
+
+    def __hash__(self) -> int:
+        return hash((self.digit, self.source, self.mode, self.probabilities.tobytes()))
+
+    def __reduce__(self):
+        return (_result, (self.digit, np.array(self.probabilities), self.source, self.mode, self._input, self._scale))
 
     @property
     def confidence(self) -> float:
@@ -62,6 +98,10 @@ class Result:
 
     def __repr__(self) -> str:
         return f"Result(digit={self.digit}, confidence={self.confidence:.4f}, source={self.source!r})"
+
+
+def _result(digit, probabilities, source, mode, input_, scale) -> Result:
+    return Result(digit, probabilities, source, mode, _input=input_, _scale=scale)
 
 
 @dataclass(frozen=True)
@@ -475,6 +515,7 @@ class Engine:
 
     def _classify(self, batch: Batch) -> Union[Result, list[Result]]:
         probs = self._probabilities(batch.x)
+        probs.flags.writeable = False   # each Result's row is a read-only view
         results = [Result(int(np.argmax(p)), p, s, m, _input=row, _scale=self.input_scale)
                    for p, s, m, row in zip(probs, batch.sources, batch.modes, batch.hwc)]
         return results[0] if batch.single else results

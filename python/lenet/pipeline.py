@@ -210,6 +210,7 @@ def _results(engine, part: list, got: "preprocess.Prepared") -> list:
     from .engine import Result
     probs = engine._probabilities(engine._scaled(got.x)) if len(got.x) else np.zeros((0, engine.classes),
                                                                                        np.float32)
+    probs.flags.writeable = False   # each Result's row is a read-only view
     hwc = got.x   # scaled in place by engine._scaled: what the network received
     digits = probs.argmax(1).tolist() if len(probs) else []
     by_item: dict = {}
