@@ -256,3 +256,25 @@ def test_gpu_rows_are_compared_with_the_other_gpu_engines():
     assert gpu["best_other_b1"] == "torch-cuda" and gpu["speedup_b1_vs_best_other"] == pytest.approx(4)
     assert gpu["best_other_tput"] == "torch-cuda" and gpu["fraction_of_fma_floor"] is None
     assert cpu["best_other_b1"] == "onnxruntime" and cpu["fraction_of_fma_floor"] == pytest.approx(0.2)
+
+
+def test_files_scenario_runs_every_contender(tmp_path):
+    """lenet-bench files, tiny: every contender classifies every file, each in its own
+    process; the limit and the table come out. No speed is asserted."""
+    _needs_keras_on_tensorflow()
+    out = subprocess.run([sys.executable, "-m", "lenet.bench", "files", "--images", "60", "--photos", "2",
+                          "--rounds", "1", "--out", str(tmp_path), *_mnist_args()],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    doc = json.loads((tmp_path / "files.json").read_text())
+    assert doc["png28_limit"]["images_per_s"] > 0
+    png, photo = doc["workloads"]["png28"], doc["workloads"]["photo12mp"]
+    assert png["count"] == 60 and photo["count"] == 2
+    assert set(png["best"]) == {"lenet-cli", "infer_iter", "plain-loop", "tfdata-keras", "tfdata-tflite"}
+    assert "plain-loop" not in photo["best"]
+    for w in (png, photo):
+        for name, runs in w["runs"].items():
+            for r in runs:
+                assert "error" not in r, (name, r)
+                assert r["images"] == w["count"] and r["peak_rss_mib"] > 10, (name, r)
+    assert "| infer_iter |" in out.stdout

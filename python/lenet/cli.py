@@ -243,16 +243,17 @@ class _Run:
 
     def _result(self, r) -> None:
         self.done += 1
-        self.seen.write(r.source, [r.image], numbered=False)
-        top = r.top(self.args.top_k)
+        if self.args.debug_dir:   # r.image is made for it only (it costs as much as the rest)
+            self.seen.write(r.source, [r.image], numbered=False)
         if self.output is not None:
             self.output.result(r)
         if self.args.quiet:
             return
+        top = r.top(self.args.top_k)
         if self.args.json:
             print(json.dumps({"path": r.source, "digit": r.digit, "confidence": r.confidence, "mode": r.mode,
                               "top": [{"digit": d, "probability": p} for d, p in top],
-                              "probabilities": [float(p) for p in r.probabilities]}))
+                              "probabilities": r.probabilities.tolist()}))
         else:
             line = f"{r.source}: {r.digit} ({100 * r.confidence:.1f}%)"
             if self.args.top_k > 1:
@@ -432,10 +433,10 @@ class _Output:
     def result(self, r) -> None:
         if self.csv:
             self.writer.writerow([r.source, r.digit, f"{r.confidence:.6g}", r.mode, "",
-                                  *[f"{p:.6g}" for p in r.probabilities]])
+                                  *[f"{p:.6g}" for p in r.probabilities.tolist()]])
         else:
             self.file.write(json.dumps({"path": r.source, "digit": r.digit, "confidence": r.confidence,
-                                        "mode": r.mode, "probabilities": [float(p) for p in r.probabilities]})
+                                        "mode": r.mode, "probabilities": r.probabilities.tolist()})
                             + "\n")
 
     def number(self, n) -> None:

@@ -107,15 +107,19 @@ class _Taker:
 
 class _Feeder:
     """Pulls an iterator (a generator, the lines of a pipe) on a thread of its own into a
-    bounded buffer, so that a chunk is what has come, up to its size: a slow source's
-    inputs are classified as they arrive instead of waiting for a whole chunk. The
-    source's own exception is raised in its place, after the inputs before it."""
+    bounded buffer. A chunk is what has come, up to its size, after waiting at most
+    PATIENCE for the rest: a fast source fills whole chunks, a slow source's inputs are
+    classified as they arrive. The source's own exception is raised in its place, after
+    the inputs before it."""
+
+    PATIENCE = 0.02   # seconds a chunk waits for more inputs once it has one
 
     def __init__(self, it: Iterator, high_water: int):
         self.it, self.high_water = it, high_water
         self.buffer: deque = deque()
         self.cond = threading.Condition()
         self.done = self.stopped = False
+        self.wanted = 0   # the buffer length the consumer waits for (0: not waiting)
         self.error: Optional[BaseException] = None
         threading.Thread(target=self._run, daemon=True, name="lenet-feeder").start()
 
@@ -128,7 +132,8 @@ class _Feeder:
                     if self.stopped:
                         return
                     self.buffer.append(item)
-                    self.cond.notify_all()
+                    if self.wanted and len(self.buffer) >= self.wanted:
+                        self.cond.notify_all()
         except BaseException as e:   # the source's own error, raised in the stream in its place
             self.error = e
         finally:
@@ -137,12 +142,23 @@ class _Feeder:
                 self.cond.notify_all()
 
     def __call__(self, n: int) -> list:
-        """Up to n items: waits for the first, then takes what has come; [] at the end."""
+        """Up to n items: waits for the first, then at most PATIENCE for the rest; [] at the end."""
         with self.cond:
-            while not self.buffer and not self.done:
-                self.cond.wait()
+            deadline = None
+            while len(self.buffer) < n and not self.done:
+                if not self.buffer:
+                    self.wanted = 1
+                    self.cond.wait()
+                    continue
+                now = time.monotonic()
+                deadline = deadline or now + self.PATIENCE
+                if now >= deadline:
+                    break
+                self.wanted = n
+                self.cond.wait(deadline - now)
+            self.wanted = 0
             out = [self.buffer.popleft() for _ in range(min(n, len(self.buffer)))]
-            self.cond.notify_all()
+            self.cond.notify_all()   # a feeder waiting below its high water
         if not out and self.error is not None:
             error, self.error = self.error, None
             raise error
