@@ -91,6 +91,30 @@ class UsageError(Exception):
     pass
 
 
+class _Trimmer:
+    """In this process only (the command's, not a library user's): glibc's malloc raises its
+    mmap threshold each time a large block is freed, so after the first photos their decoded
+    pixels come from the heaps and the freed space stays resident, fragmented (lenet-cli's
+    peak RSS: 120 MB over 200 photos, 149 MB over 2,000). Giving the free pages back once a
+    second (malloc_trim) keeps the peak flat; a fixed mmap threshold did too, but made the
+    run 1.4x slower (a fresh mapping, zero-filled, per image)."""
+
+    def __init__(self):
+        try:
+            import ctypes
+            self.trim = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):   # not glibc
+            self.trim = None
+        self.last = 0.0
+
+    def __call__(self) -> None:
+        import time
+        now = time.monotonic()
+        if self.trim is not None and now - self.last >= 1.0:
+            self.trim(0)
+            self.last = now
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -159,6 +183,7 @@ class _Run:
         self.failed = self.done = 0
         self.bar = None
         self.seen = _DebugWriter(args.debug_dir, self.error)
+        self.trim = _Trimmer()
 
     def error(self, e) -> None:
         self.failed += 1
@@ -238,6 +263,7 @@ class _Run:
 
     def _flush(self, n: int) -> None:
         sys.stdout.flush()
+        self.trim()
         if self.bar is not None:
             self.bar.update(n)
 

@@ -138,6 +138,17 @@ def _limit(listing: Path, threads: int) -> dict:
             "images_per_s": threads / (best_read + best_engine)}
 
 
+# The tf.data pipeline both TensorFlow contenders read with: decode, resize, batches of 1,000.
+_TFDATA = """
+import tensorflow as tf, keras, lenet, numpy as np
+paths = open(LISTING).read().splitlines()
+model = keras.models.load_model(str(lenet.shipped_weights("lenet5")), compile=False)
+def load(p):
+    img = tf.io.decode_image(tf.io.read_file(p), channels=1, expand_animations=False)
+    return tf.image.resize(tf.cast(img, tf.float32), (28, 28), antialias=True) / 255.0
+ds = tf.data.Dataset.from_tensor_slices(paths).map(load, num_parallel_calls=THREADS).batch(1000).prefetch(2)
+"""
+
 # Each contender's code, run in a fresh Python process: argv = listing, threads, tmp.
 _CODE = {
     "infer_iter": """
@@ -158,30 +169,14 @@ for i in range(0, len(paths), 1000):
     p = eng.predict_proba(x.reshape(-1, 28, 28, 1) / np.float32(255))
     n += len(p)
 """,
-    "tfdata-keras": """
-import tensorflow as tf, keras, lenet, numpy as np
-paths = open(LISTING).read().splitlines()
-model = keras.models.load_model(str(lenet.shipped_weights("lenet5")), compile=False)
-def load(p):
-    img = tf.io.decode_image(tf.io.read_file(p), channels=1, expand_animations=False)
-    return tf.image.resize(tf.cast(img, tf.float32), (28, 28), antialias=True) / 255.0
-ds = tf.data.Dataset.from_tensor_slices(paths).map(load, num_parallel_calls=THREADS).batch(1000).prefetch(2)
-start()
+    "tfdata-keras": _TFDATA + """start()
 n = 0
 for x in ds:
     n += len(model.predict_on_batch(x))
 """,
-    "tfdata-tflite": """
-import tensorflow as tf, keras, lenet, numpy as np
-paths = open(LISTING).read().splitlines()
-model = keras.models.load_model(str(lenet.shipped_weights("lenet5")), compile=False)
-tflite = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    "tfdata-tflite": _TFDATA + """tflite = tf.lite.TFLiteConverter.from_keras_model(model).convert()
 interp = tf.lite.Interpreter(model_content=tflite, num_threads=THREADS)
 inp, out = interp.get_input_details()[0]["index"], interp.get_output_details()[0]["index"]
-def load(p):
-    img = tf.io.decode_image(tf.io.read_file(p), channels=1, expand_animations=False)
-    return tf.image.resize(tf.cast(img, tf.float32), (28, 28), antialias=True) / 255.0
-ds = tf.data.Dataset.from_tensor_slices(paths).map(load, num_parallel_calls=THREADS).batch(1000).prefetch(2)
 start()
 n = 0
 for x in ds:
