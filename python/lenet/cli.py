@@ -53,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="lenet-cli",
         description="Classify images of handwritten digits with a LeNet (Keras HDF5 weights) on lenet's C++ engine.",
         epilog="Exit status: 0 when every image was classified, 1 when some could not be read or held no digit, "
-               "2 for a usage error or an unusable model, 130 when interrupted.")
+               "2 for a usage error or an unusable model, 130 when interrupted, 141 when standard output was "
+               "closed (| head).")
     p.add_argument("images", nargs="*",
                    help="image files (PNG, JPEG, BMP, TIFF, WebP, ...), directories (searched recursively), globs, "
                         "or - for one image on standard input")
