@@ -200,3 +200,13 @@ def test_results_are_values(engine):
     hand = lenet.Result(1, np.array([0.25, 0.75], np.float32))
     assert hand == lenet.Result(1, np.array([0.25, 0.75], np.float32)) and hand.confidence == 0.75
     assert hand != lenet.Result(1, np.array([0.25, 0.75], np.float32), source="x.png")
+
+
+def test_images_of_the_model_size_in_mixed_forms(engine):
+    """(28, 28) uint8 and (28, 28, 1) float32 images in one call: one array is made of them
+    (np.asarray of the two forms raised a bare ValueError)."""
+    img = cv2.imread(str(EXAMPLES[7]), cv2.IMREAD_GRAYSCALE)
+    dark = 255 - img if np.median(img[0]) > 128 else img
+    got = engine.infer([dark, dark[:, :, None].astype(np.float32) / 255, str(EXAMPLES[7])])
+    assert [r.digit for r in got] == [7, 7, 7]
+    np.testing.assert_allclose(got[0].probabilities, got[1].probabilities, atol=1e-6)

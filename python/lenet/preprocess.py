@@ -619,18 +619,23 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
         owner += [i] * len(imgs)
 
     # 2. Images already of the model's size with a dark background (MNIST-like) need no
-    # more than a conversion: one vectorized check for all of them.
+    # more than a conversion: one vectorized check, and one array, for all of them.
     decoded = time.perf_counter()
-    rows: list = [None] * len(parts)
     modes: list = [None] * len(parts)
     sized = [i for i, p in enumerate(parts)
              if p.shape[:2] == (h, w) and (p.shape[2:] == (c,) or p.ndim == 2 and c == 1)]
+    is_direct = np.zeros(len(parts), bool)
+    stack = None
     if sized and mode != "photo":
-        stack = np.asarray([parts[i] for i in sized], dtype=np.float32).reshape(len(sized), h, w, c)
+        same = [parts[i] for i in sized]
+        if any(q.ndim != same[0].ndim or q.dtype != same[0].dtype for q in same):
+            same = [np.asarray(q, np.float32).reshape(h, w, c) for q in same]
+        stack = np.stack(same).reshape(len(sized), h, w, c)
         direct = np.ones(len(sized), bool) if mode == "mnist" else _dark_ground(stack)
-        for k, i in enumerate(sized):
-            if direct[k]:
-                rows[i], modes[i] = stack[k], "mnist"
+        stack = stack.astype(np.float32)
+        is_direct[np.asarray(sized, np.intp)[direct]] = True
+        for i in np.flatnonzero(is_direct).tolist():
+            modes[i] = "mnist"
 
     # 3. The rest, one image at a time: resized, or found and normalized as a photo.
     def prepare_one(i: int):
@@ -640,16 +645,32 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
             e.source = labels[owner[i]]
             return e
 
-    rest = [i for i in range(len(parts)) if rows[i] is None]
+    rows: dict = {}
+    rest = np.flatnonzero(~is_direct).tolist()
     for i, got in zip(rest, _map(prepare_one, rest, threads)):
         parts[i] = None  # the decoded image is no longer needed
         if isinstance(got, InputError):
             errors.append((owner[i], got))
             continue
         rows[i], modes[i] = got
+
+    # 4. One float32 array of the kept images, in item order: the stack itself when every
+    # image took the direct path (the common case: no copy).
     failed = {i for i, _ in errors}
-    keep = [i for i in range(len(rows)) if rows[i] is not None and owner[i] not in failed]
-    x = np.stack([rows[i] for i in keep]) if keep else np.zeros((0, h, w, c), np.float32)
+    keep = [i for i in range(len(parts)) if (is_direct[i] or i in rows) and owner[i] not in failed]
+    if stack is not None and len(keep) == len(sized) == len(parts) and not rows:
+        x = stack
+    else:
+        x = np.empty((len(keep), h, w, c), np.float32)
+        if stack is not None and len(keep):
+            keep_arr = np.asarray(keep, np.intp)
+            from_stack = is_direct[keep_arr]
+            stack_row = np.full(len(parts), -1, np.intp)
+            stack_row[np.asarray(sized, np.intp)] = np.arange(len(sized))
+            x[from_stack] = stack[stack_row[keep_arr[from_stack]]]
+        for pos, i in enumerate(keep):
+            if i in rows:
+                x[pos] = rows[i]
     return Prepared(x, [sources[i] for i in keep], [modes[i] for i in keep], [owner[i] for i in keep],
                     sorted(errors, key=lambda pair: pair[0]), single,
                     {"decode": decoded - started, "prepare": time.perf_counter() - decoded})
