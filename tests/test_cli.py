@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import cv2
-import numpy as np
 import pytest
 
 from conftest import REPO

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Union
 
@@ -15,7 +15,7 @@ from . import _native, pipeline
 from ._native import _core
 from .errors import CudaError, InputError
 from .keras import SHIPPED_MODELS, read_model, shipped_weights
-from .preprocess import Batch, number_batch, to_batch
+from .preprocess import Batch, check_batch_size, number_batch, to_batch
 from .spec import ModelSpec
 
 DEFAULT_MODEL = "lenet5"
@@ -421,9 +421,7 @@ class Engine:
         if x.shape[1:] != sample:   # before any copy: a huge or zero-stride view costs nothing
             raise InputError(f"{what}: expected an array of shape (n, {', '.join(map(str, sample))}) "
                              f"(the model's input shape {self.input_shape}), got {x.shape}")
-        if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
-                                       or batch_size < 1):
-            raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+        check_batch_size(batch_size)
         step = batch_size or max(1, len(x))
         parts = [run(np.ascontiguousarray(x[i:i + step], dtype=np.float32)) for i in range(0, len(x), step)]
         if not parts:

@@ -55,8 +55,7 @@ def items_of(inputs: Any) -> tuple[Iterator[Any], bool]:
     if isinstance(inputs, (str, os.PathLike, bytes, bytearray, memoryview)):
         return iter([inputs]), True
     if isinstance(inputs, np.ndarray):
-        single = inputs.ndim <= 2 or (inputs.ndim == 3 and inputs.shape[2] in (1, 3, 4))
-        if single or inputs.ndim not in (3, 4):
+        if inputs.ndim not in (3, 4) or preprocess.is_one_image(inputs):
             return iter([inputs]), True   # one image (or an array prepare refuses with its reason)
         return iter(inputs), False
     try:
@@ -76,9 +75,7 @@ def stream(engine, inputs: Any, *, batch_size: Optional[int] = None, mode: str =
         raise InputError(f"unknown mode {mode!r} (expected 'auto', 'mnist' or 'photo')")
     if errors not in ERRORS:
         raise InputError(f"errors must be 'yield' or 'raise', got {errors!r}")
-    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
-                                   or batch_size < 1):
-        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+    preprocess.check_batch_size(batch_size)
     hwc = engine._image_shape()
     readers = max(1, engine.threads)
     readahead = readahead or 2 * readers + 1

@@ -398,16 +398,11 @@ def read_paths(paths: Sequence, labels: Sequence[str]) -> list:
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
-    source = os.fspath(path)
-    try:
-        with open(source, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise InputError(f"{source}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(f"{source}: is a directory, not an image") from None
-    except OSError as e:
-        raise InputError(f"{source}: cannot read: {e.strerror or e}") from None
+    """One file's bytes (``read_paths`` of one), or its InputError raised."""
+    (data,) = read_paths([path], [os.fspath(path)])
+    if isinstance(data, InputError):
+        raise data
+    return data
 
 
 def read_file(path: str | os.PathLike, reduce: bool = False) -> np.ndarray:
@@ -465,6 +460,17 @@ def _fit(img: np.ndarray, h: int, w: int, c: int, source: str) -> np.ndarray:
     return np.asarray(img, dtype=np.float32).reshape(h, w, c)
 
 
+def is_one_image(a: np.ndarray) -> bool:
+    """Whether an array is one image ((H, W) or (H, W, C) with C in 1, 3, 4), not a batch."""
+    return a.ndim == 2 or (a.ndim == 3 and a.shape[2] in (1, 3, 4))
+
+
+def check_batch_size(batch_size: Optional[int]) -> None:
+    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
+                                   or batch_size < 1):
+        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
 def _images(item: Any, label: str, reduce: bool = False) -> tuple[list[np.ndarray], list[str], bool]:
     """Splits one input into images. Returns (images, sources, was_single)."""
     if isinstance(item, Named):
@@ -478,7 +484,7 @@ def _images(item: Any, label: str, reduce: bool = False) -> tuple[list[np.ndarra
             raise InputError(f"{label}: object arrays are not images")
         if item.ndim not in (2, 3, 4):
             raise InputError(f"{label}: array of shape {item.shape} is not an image or a batch of images")
-        single = item.ndim == 2 or (item.ndim == 3 and item.shape[2] in (1, 3, 4))
+        single = is_one_image(item)
         if item.ndim == 4 and item.shape[3] not in (1, 3, 4):
             raise InputError(f"{label}: array of shape {item.shape} is not an image or a batch of images "
                              "((H, W), (H, W, C), (N, H, W) or (N, H, W, C) with C in 1, 3, 4)")
