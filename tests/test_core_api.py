@@ -28,9 +28,10 @@ def test_the_stub_mirrors_the_layer_record():
         assert hasattr(record, name), name
 
 
-def test_the_stub_names_every_public_function_and_class():
+def test_the_stub_names_every_public_name():
     tree = ast.parse(STUB.read_text())
     stubbed = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    stubbed |= {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and not n.target.id.startswith("_")}
     public = {n for n in dir(_core) if not n.startswith("_")}
     assert public == stubbed
 

@@ -21,6 +21,7 @@ import lenet
 from conftest import REPO
 from fuzz_runner import fuzz, image_seeds
 from lenet import photo, preprocess
+from lenet._native import _core
 
 DIGITS = sorted((REPO / "examples").glob("digit-*.png"))
 
@@ -47,6 +48,9 @@ def test_fuzz_encoded_images(tmp_path):
     stats = fuzz("image-bytes", tmp_path)
     assert stats["cases"] >= 100, stats
     assert stats["outcomes"].get("ok", 0) > 0 and stats["outcomes"].get("InputError", 0) > 0, stats["outcomes"]
+    if _core.png_decoder:   # the PNG fast lane, checked against OpenCV on the same mutated files
+        lane = stats["categories"].get("PNG fast lane", {})
+        assert lane.get("decoded", 0) > 0 and lane.get("left to OpenCV", 0) > 0, lane
 
 
 def test_fuzz_arrays(tmp_path):

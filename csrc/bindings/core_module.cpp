@@ -6,11 +6,13 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <memory>
 #include <tuple>
 
 #include "../backends/backend.h"
 #include "../backends/cpu/cpu_backend.h"
 #include "../backends/cpu/direct.h"
+#include "../io/gray_png.h"
 #include "../io/read_files.h"
 #include "../net/errors.h"
 #include "../net/executor.h"
@@ -315,6 +317,34 @@ PYBIND11_MODULE(_core, m) {
         py::arg("paths"), py::arg("max_bytes"),
         "Each file (paths as bytes) read whole, with the GIL released: its bytes, or the errno "
         "that stopped it (EFBIG when larger than max_bytes).");
+    m.def(
+        "read_gray_images",
+        [](const std::vector<std::string>& paths, size_t max_bytes, int height, int width) {
+            if (height < 1 || width < 1) throw py::value_error("read_gray_images: height and width must be positive");
+            auto got = std::make_unique<GrayImagesRead>();
+            {
+                py::gil_scoped_release release;
+                *got = read_gray_images(paths, max_bytes, height, width);
+            }
+            py::list files(got->files.size());
+            for (size_t i = 0; i < got->files.size(); ++i) {
+                const FileRead& f = got->files[i];
+                files[i] = f.error ? py::object(py::int_(f.error))
+                                   : got->rows[i] >= 0 ? py::object(py::none()) : py::object(py::bytes(f.data));
+            }
+            py::array_t<int64_t> rows(py::ssize_t(got->rows.size()), got->rows.data());
+            // The pixels stay in the vector that holds them: the array owns it (no copy).
+            auto* holder = new std::vector<uint8_t>(std::move(got->pixels));
+            py::capsule owner(holder, [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
+            py::array_t<uint8_t> pixels({py::ssize_t(got->decoded), py::ssize_t(height), py::ssize_t(width)},
+                                        holder->data(), owner);
+            return py::make_tuple(files, pixels, rows);
+        },
+        py::arg("paths"), py::arg("max_bytes"), py::arg("height"), py::arg("width"),
+        "read_files, and each file that is a plain 8-bit grayscale PNG of height x width decoded as it "
+        "is read (GIL released): (files, pixels, rows). pixels: uint8 (decoded, height, width); rows[i]: "
+        "the row of file i in pixels, or -1; files[i]: None when decoded, else its bytes or errno.");
+    m.attr("png_decoder") = gray_png_decoder();
     m.def("backend_registered", &backend_registered, py::arg("name"));
     m.attr("__version__") = LENET_VERSION;
 }

@@ -4,6 +4,7 @@
 // time, and every call gives the GIL up and takes it back).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,5 +18,16 @@ struct FileRead {
 // Reads each path (bytes as the OS takes them) whole; never throws for a file that
 // cannot be read (its errno is in its entry).
 std::vector<FileRead> read_files(const std::vector<std::string>& paths, size_t max_bytes);
+
+// read_files, and each file that decode_gray_png takes decoded as it is read: its pixels
+// are the next height x width bytes of `pixels`, its `rows` entry their index (-1 for a
+// file left to the caller: its bytes or errno are in `files`, as read_files gives them).
+struct GrayImagesRead {
+    std::vector<FileRead> files;
+    std::vector<uint8_t> pixels;
+    std::vector<int64_t> rows;
+    size_t decoded = 0;
+};
+GrayImagesRead read_gray_images(const std::vector<std::string>& paths, size_t max_bytes, int height, int width);
 
 }  // namespace lenet

@@ -33,6 +33,9 @@ def info() -> dict:
         "cuda_available": cuda_available(),
         "cpu_blas": _core.blas_config(),
         "cpu_kernels": cpu_kernel_sets()[0],
+        # What decodes 8-bit grayscale PNGs of the model's size with no Python per file
+        # ("" when this build had no libpng: OpenCV decodes every file).
+        "png_decoder": _core.png_decoder,
     }
     if _native.cuda_module is not None:
         out.update(_native.cuda_module.info())

@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where to run (default: auto)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all available)")
     p.add_argument("--batch-size", type=int, default=None, metavar="N",
-                   help="at most N images per call of the engine (default 256; fewer for big photos)")
+                   help="at most N images per call of the engine (default 1024; fewer for big photos)")
     p.add_argument("--mode", default="auto", choices=["auto", "mnist", "photo"],
                    help="preprocessing: photo (a photo, scan or drawing of a digit anywhere in the image), "
                         "mnist (already MNIST-like: only resized), auto (mnist for images of the model's size "

@@ -468,7 +468,7 @@ class Engine:
         An input that cannot be read, decoded, or holds no digit yields its
         ``InputError`` in its place (``error.source`` names it) and the stream goes
         on; ``errors="raise"`` raises it there instead. ``batch_size``: at most this
-        many inputs per call of the engine (default 256; fewer for large photos, whose
+        many inputs per call of the engine (default 1024; fewer for large photos, whose
         batches are sized to about 50 ms of decoding). Closing the generator early
         stops the reading."""
         return pipeline.iterate(self, inputs, batch_size=batch_size, mode=mode, errors=errors)

@@ -603,19 +603,18 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
             return e
 
     # 1. Decode: every item to its images (a batch array gives several). The files are
-    # read first, all in one call. Threads only for large encoded images: decoding a
-    # small PNG (~15 µs) is as much Python as OpenCV, and two threads contending for the
-    # GIL were slower than one.
+    # read first, all in one call of the core, which also decodes those that are plain
+    # 8-bit grayscale PNGs of the model's size (the common case, with no Python per file).
+    # Threads only for large encoded images: decoding a small PNG (~15 µs) is as much
+    # Python as OpenCV, and two threads contending for the GIL were slower than one.
     started = time.perf_counter()
-    files = [i for i, item in enumerate(items) if isinstance(item, (str, os.PathLike))]
-    if len(files) > 1:
-        items = list(items)
-        for i, data in zip(files, read_paths([items[i] for i in files], [labels[i] for i in files])):
-            items[i] = data if isinstance(data, InputError) else Named(data, labels[i])
+    items = list(items)
+    native_owner, native = _read_files(items, labels, h, w, c)
+    todo = [i for i, item in enumerate(items) if item is not _DECODED]
     parts, sources, owner, single = [], [], [], False
     errors = []  # (item index, InputError), sorted into item order at the end
-    decoders = threads if threads > 1 and _large_files(items) else 1
-    for i, got in enumerate(_map(read, range(len(items)), decoders)):
+    decoders = threads if threads > 1 and _large_files([items[i] for i in todo]) else 1
+    for i, got in zip(todo, _map(read, todo, decoders)):
         if isinstance(got, InputError):
             errors.append((i, got))
             continue
@@ -623,10 +622,25 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
         parts += imgs
         sources += srcs
         owner += [i] * len(imgs)
+    if native_owner and (not owner or native_owner[-1] > owner[-1]):
+        single = True   # the last item that gave images was a file
 
     # 2. Images already of the model's size with a dark background (MNIST-like) need no
-    # more than a conversion: one vectorized check, and one array, for all of them.
+    # more than a conversion: one vectorized check, and one array, for all of them. The
+    # core's decoded files are such a stack already; those that are not MNIST-like join
+    # the other images.
     decoded = time.perf_counter()
+    moved: list = []
+    if len(native_owner):
+        direct = (np.ones(len(native_owner), bool) if mode == "mnist" else np.zeros(len(native_owner), bool)
+                  if mode == "photo" else _dark_ground(native))
+        moved = np.flatnonzero(~direct).tolist()
+        for k in moved:
+            parts.append(native[k])
+            sources.append(labels[native_owner[k]])
+            owner.append(native_owner[k])
+        native_owner = np.asarray(native_owner, np.intp)[direct].tolist()
+        native = native[direct].reshape(len(native_owner), h, w, 1)
     modes: list = [None] * len(parts)
     sized = [i for i, p in enumerate(parts)
              if p.shape[:2] == (h, w) and (p.shape[2:] == (c,) or p.ndim == 2 and c == 1)]
@@ -677,9 +691,47 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
         for pos, i in enumerate(keep):
             if i in rows:
                 x[pos] = rows[i]
-    return Prepared(x, [sources[i] for i in keep], [modes[i] for i in keep], [owner[i] for i in keep],
-                    sorted(errors, key=lambda pair: pair[0]), single,
+    sources = [sources[i] for i in keep]
+    modes = [modes[i] for i in keep]
+    owner = [owner[i] for i in keep]
+    if native_owner:   # the core's decoded files, MNIST-like: a stack of their own
+        x = np.concatenate([native.astype(np.float32), x]) if len(keep) else native.astype(np.float32)
+        sources = [labels[i] for i in native_owner] + sources
+        modes = ["mnist"] * len(native_owner) + modes
+        owner = native_owner + owner
+    if moved or native_owner and keep:   # into item order (an item's rows stay together, in order)
+        order = np.argsort(np.asarray(owner, np.intp), kind="stable")
+        x = x[order]
+        order = order.tolist()
+        sources, modes, owner = [sources[k] for k in order], [modes[k] for k in order], [owner[k] for k in order]
+    return Prepared(x, sources, modes, owner, sorted(errors, key=lambda pair: pair[0]), single,
                     {"decode": decoded - started, "prepare": time.perf_counter() - decoded})
+
+
+_DECODED = object()   # in prepare's items: a file the core has decoded
+
+
+def _read_files(items: list, labels: Sequence[str], h: int, w: int, c: int) -> tuple[list, np.ndarray]:
+    """Reads the files among items (paths) in one call of the core, in place: each becomes
+    Named(its bytes) or its InputError, or _DECODED when the core decoded it (a plain 8-bit
+    grayscale PNG of h x w, for a one-channel model). Returns the decoded files' item indices
+    and their pixels, uint8 (k, h, w) in the same order."""
+    from ._native import _core
+    files = [i for i, item in enumerate(items) if isinstance(item, (str, os.PathLike))]
+    none = [], np.zeros((0, h, w), np.uint8)
+    if len(files) < 2:   # one file: read by decode's own path
+        return none
+    paths = [os.fsencode(items[i]) for i in files]
+    if c == 1 and _core.png_decoder and h * w <= max_image_pixels():
+        got, pixels, rows = _core.read_gray_images(paths, MAX_FILE_BYTES, h, w)
+    else:
+        got, pixels, rows = _core.read_files(paths, MAX_FILE_BYTES), None, None
+    for i, data in zip(files, got):
+        items[i] = (_DECODED if data is None else _read_error(labels[i], data) if isinstance(data, int)
+                    else Named(data, labels[i]))
+    if pixels is None or not len(pixels):
+        return none
+    return np.asarray(files, np.intp)[rows >= 0].tolist(), pixels
 
 
 def to_batch(images: Any, input_hwc: Sequence[int], scale: float, channels_first: bool = False,
