@@ -1,11 +1,9 @@
 """Shared test set-up: the `requires_cuda` marker, the MNIST test set, paths."""
 
-import gzip
 import os
 import pathlib
 import sys
 
-import numpy as np
 import pytest
 
 TESTS = pathlib.Path(__file__).resolve().parent
@@ -40,11 +38,8 @@ def pytest_collection_modifyitems(items):
 
 
 def _read_idx(path):
-    with gzip.open(path, "rb") as f:
-        data = f.read()
-    ndim = data[3]
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+    from lenet.bench.workload import read_idx   # the one IDX reader (lenet-bench and tools/train share it)
+    return read_idx(pathlib.Path(path))
 
 
 def check_concurrent_calls(predict, x, sizes, rounds, compare):

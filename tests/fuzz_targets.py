@@ -289,7 +289,8 @@ def mutate_config(cfg, fdp) -> list[str]:
             e = layers[i]
             target = _layer_name(layers[j]) if fdp.ConsumeIntInRange(0, 4) else "no_such_layer"
             if op == 10 and isinstance(e, dict):
-                k3 = bool(e.get("inbound_nodes")) and isinstance(e["inbound_nodes"][0], dict)
+                nodes = e.get("inbound_nodes")   # an earlier mutation may have made it anything
+                k3 = isinstance(nodes, list) and bool(nodes) and isinstance(nodes[0], dict)
                 e["inbound_nodes"] = ([{"args": [_keras3_ref(target)], "kwargs": {}}] if k3 else
                                       [[[target, 0, 0, {}]]])
                 if fdp.ConsumeBool():                 # two inputs: a merge

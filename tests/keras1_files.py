@@ -43,7 +43,6 @@ scaled by 1/255 (random in [0, 1) when MNIST is not found).
 from __future__ import annotations
 
 import copy
-import gzip
 import json
 import os
 import sys
@@ -770,9 +769,8 @@ def _layer_names(spec):
 def _load_inputs(input_shape):
     img = MNIST_DIR / "t10k-images-idx3-ubyte.gz"
     if img.is_file():
-        with gzip.open(img, "rb") as f:
-            data = f.read()
-        x = np.frombuffer(data, np.uint8, offset=16)[:N_SAMPLES * 784].astype(np.float32) / 255.0
+        from lenet.bench.workload import read_idx
+        x = read_idx(img)[:N_SAMPLES].reshape(-1).astype(np.float32) / 255.0
         src = "MNIST test digits 0..63 / 255"
     else:
         x = np.random.default_rng(0).random(N_SAMPLES * 784, dtype=np.float32)

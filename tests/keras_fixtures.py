@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import atexit
 import copy
-import gzip
 import json
 import os
 import re
@@ -100,15 +99,8 @@ def load_mnist_test(n: Optional[int] = None):
     img, lab = MNIST_DIR / "t10k-images-idx3-ubyte.gz", MNIST_DIR / "t10k-labels-idx1-ubyte.gz"
     if not (img.is_file() and lab.is_file()):
         return None
-    with gzip.open(img, "rb") as f:
-        data = f.read()
-    magic, count, rows, cols = np.frombuffer(data[:16], dtype=">u4")
-    assert magic == 2051, "not an IDX image file"
-    images = np.frombuffer(data[16:], dtype=np.uint8).reshape(int(count), int(rows), int(cols))
-    with gzip.open(lab, "rb") as f:
-        data = f.read()
-    assert np.frombuffer(data[:4], dtype=">u4")[0] == 2049, "not an IDX label file"
-    labels = np.frombuffer(data[8:], dtype=np.uint8)
+    from lenet.bench.workload import read_idx
+    images, labels = read_idx(img), read_idx(lab)
     if n is not None:
         images, labels = images[:n], labels[:n]
     return images, labels

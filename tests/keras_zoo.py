@@ -131,7 +131,6 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-import gzip
 import inspect
 import io
 import ntpath
@@ -288,10 +287,8 @@ def _mnist_train_pixels(n: int = 2000) -> np.ndarray:
     if "train" not in _mnist_cache:
         p = MNIST_DIR / "train-images-idx3-ubyte.gz"
         if p.is_file():
-            with gzip.open(p, "rb") as f:
-                head = f.read(16 + n * 784)
-            assert np.frombuffer(head[:4], dtype=">u4")[0] == 2051
-            imgs = np.frombuffer(head[16:], dtype=np.uint8).reshape(n, 28, 28)
+            from lenet.bench.workload import read_idx
+            imgs = read_idx(p)[:n]
         else:
             imgs = np.random.default_rng(7).integers(0, 256, (n, 28, 28))
         _mnist_cache["train"] = imgs.astype(np.float32)

@@ -19,6 +19,7 @@
 #include "../net/layer_table.h"
 #include "../net/limits.h"
 #include "../net/network.h"
+#include "build_info.h"
 #include "version.h"
 
 namespace py = pybind11;
@@ -345,6 +346,7 @@ PYBIND11_MODULE(_core, m) {
         "is read (GIL released): (files, pixels, rows). pixels: uint8 (decoded, height, width); rows[i]: "
         "the row of file i in pixels, or -1; files[i]: None when decoded, else its bytes or errno.");
     m.attr("png_decoder") = gray_png_decoder();
+    m.attr("cuda_build") = LENET_CUDA_BUILD;
     m.def("backend_registered", &backend_registered, py::arg("name"));
     m.attr("__version__") = LENET_VERSION;
 }

@@ -10,7 +10,8 @@
 from ._native import _core
 from .engine import (DEFAULT_MODEL, Engine, Model, Number, Result, cuda_available, cuda_built, default_threads,
                      infer, infer_iter, load, read_number)
-from .errors import CudaError, Error, InputError, ModelError, ModelFileError, UnsupportedModelError
+from .errors import (CudaError, Error, InputError, InputFileNotFoundError, ModelError, ModelFileError,
+                     ModelFileNotFoundError, UnsupportedModelError)
 from .keras import SHIPPED_MODELS, shipped_weights
 
 __version__ = _core.__version__
@@ -37,9 +38,10 @@ def info() -> dict:
         # ("" when this build had no libpng: OpenCV decodes every file).
         "png_decoder": _core.png_decoder,
     }
+    out["cuda_build"] = _core.cuda_build   # what the build decided, and why
     if _native.cuda_module is not None:
         out.update(_native.cuda_module.info())
-    elif cuda_built():
+    else:
         out["cuda_error"] = _native.cuda_missing_reason
     return out
 
@@ -48,5 +50,6 @@ __all__ = [
     "DEFAULT_MODEL", "SHIPPED_MODELS", "Engine", "Model", "Number", "Result", "infer", "infer_iter", "read_number", "load", "info",
     "shipped_weights",
     "cuda_available", "cuda_built", "cpu_kernel_sets", "default_threads",
-    "Error", "ModelError", "ModelFileError", "UnsupportedModelError", "InputError", "CudaError",
+    "Error", "ModelError", "ModelFileError", "ModelFileNotFoundError", "UnsupportedModelError", "InputError",
+    "InputFileNotFoundError", "CudaError",
 ]

@@ -91,7 +91,8 @@ def _preload_cuda_libraries() -> None:
 def _load_cuda():
     """Returns (module or None, reason it is missing)."""
     if not cuda_built():
-        return None, "lenet was built without the CUDA backend"
+        return None, (f"lenet was built without the GPU backend ({_core.cuda_build}); to build it: "
+                      "LENET_CUDA=ON pip install \".[cuda]\" (needs nvcc)")
     _preload_cuda_libraries()
     saved = sys.getdlopenflags()
     sys.setdlopenflags(_CUDA_DLOPEN_FLAGS)

@@ -7,7 +7,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Union, overload
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from . import _native, pipeline
 from ._native import _core
 from .errors import CudaError, InputError
 from .keras import SHIPPED_MODELS, read_model, shipped_weights
-from .preprocess import Batch, check_batch_size, number_batch, to_batch
+from .preprocess import Batch, as_array, check_batch_size, number_batch, to_batch
 from .spec import ModelSpec
 
 DEFAULT_MODEL = "lenet5"
@@ -138,6 +138,9 @@ class Model:
         self._image_shape = _image_shape(spec, self._network)
         self._input_shape = (None,) + tuple(self._network.input_shape)
         self._output_shape = (None,) + tuple(self._network.output_shape)
+
+    def __reduce__(self):   # its spec: the layer records and their weights (lenet.spec)
+        return Model, (self.spec,)
 
     @property
     def source(self) -> str:
@@ -311,6 +314,7 @@ class Engine:
                  input_scale: Optional[float] = None, allow_tf32: bool = False, cuda_graphs: bool = True,
                  cpu_kernels: str = "auto"):
         self.model = weights if isinstance(weights, Model) else load(weights, arch=arch)
+        threads_asked = threads
         if threads is None:
             threads = default_threads()
         if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= 1024:
@@ -323,6 +327,10 @@ class Engine:
             raise InputError(f"cpu_kernels must be a string, got {cpu_kernels!r}")
         self._executor = _core.Executor(self.model._network, self.device, threads, allow_tf32, cuda_graphs,
                                         cpu_kernels)
+        # What a copy of this Engine in another process is made with (see __reduce__): the
+        # device and thread count as asked ("auto" is decided again where it lands).
+        self._made_with = {"device": device, "threads": threads_asked, "input_scale": self.input_scale,
+                           "allow_tf32": allow_tf32, "cuda_graphs": cuda_graphs, "cpu_kernels": cpu_kernels}
         self._options = {"tf32": bool(allow_tf32) and self.device == "cuda",
                          "graphs": bool(cuda_graphs) and self.device == "cuda", "cpu_kernels": cpu_kernels}
         self._rank = len(self.model.input_shape)
@@ -390,11 +398,15 @@ class Engine:
     def output_shape(self) -> tuple:
         return self.model.output_shape
 
-    def predict(self, x: Any, batch_size: Optional[int] = None) -> np.ndarray:
+    def predict(self, x: Any, batch_size: Optional[int] = None, verbose: Any = "auto") -> np.ndarray:
         """The model's outputs for a batch in its own input shape (``input_shape``),
-        as Keras' ``model.predict(x)`` gives them: probabilities from a softmax,
-        logits from a linear layer, sigmoids from a sigmoid. ``batch_size``: images
-        per call to the engine (all at once by default; the result is the same)."""
+        exactly as Keras' ``model.predict(x)`` gives them for the same array:
+        probabilities from a softmax, logits from a linear layer, sigmoids from a
+        sigmoid; float32 (n, classes). ``x``: a NumPy array (any integer or float
+        dtype, converted to float32 as Keras does), anything with ``__array__`` (a CPU
+        torch tensor, a JAX array) or a nested list. ``batch_size``: inputs per call of
+        the engine (all at once by default; the outputs are the same). ``verbose`` is
+        accepted for Keras' signature and ignored (no progress bar)."""
         if type(x) is np.ndarray and x.dtype == np.float32 and x.flags.c_contiguous and batch_size is None and \
                 x.ndim == self._rank:
             return self._executor.run(x)  # the common case: the core checks the shape
@@ -412,7 +424,15 @@ class Engine:
     def _run(self, x: Any, run: Callable, batch_size: Optional[int], what: str) -> np.ndarray:
         """predict / predict_proba on anything but a ready batch: checked, converted, chunked."""
         if not isinstance(x, np.ndarray):
-            raise InputError(f"{what} takes a NumPy array, got {type(x).__name__}")
+            converted = as_array(x, what) if not isinstance(x, (list, tuple)) else None
+            if converted is None and isinstance(x, (list, tuple)):
+                try:   # a nested list of numbers, as Keras takes it
+                    converted = np.asarray(x, dtype=np.float32)
+                except (ValueError, TypeError) as e:
+                    raise InputError(f"{what}: a list that is not an array of numbers ({e})") from None
+            if converted is None:
+                raise InputError(f"{what} takes a NumPy array (or an array-like), got {type(x).__name__}")
+            x = converted
         if x.dtype.kind not in "fiu" or x.dtype == np.bool_:
             raise InputError(f"{what} takes a float32 array, got dtype {x.dtype}")
         sample = tuple(self.input_shape[1:])
@@ -428,12 +448,25 @@ class Engine:
             return run(np.zeros((0,) + sample, np.float32))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
-    def infer(self, images: Any, mode: str = "auto",
-              on_error: Optional[Callable[[InputError], Any]] = None) -> Union[Result, list[Result]]:
+    # One image gives a Result, a batch or an iterable a list (for editors and type checkers).
+    @overload
+    def infer(self, images: Union[str, os.PathLike, bytes, bytearray, memoryview], mode: str = ...,
+              on_error: Optional[Callable[[InputError], Any]] = ..., *, channel_order: str = ...) -> Result: ...
+
+    @overload
+    def infer(self, images: Union[Sequence[Any], Iterator[Any]], mode: str = ...,
+              on_error: Optional[Callable[[InputError], Any]] = ..., *, channel_order: str = ...) -> list[Result]: ...
+
+    @overload
+    def infer(self, images: Any, mode: str = ..., on_error: Optional[Callable[[InputError], Any]] = ..., *,
+              channel_order: str = ...) -> Union[Result, list[Result]]: ...
+
+    def infer(self, images: Any, mode: str = "auto", on_error: Optional[Callable[[InputError], Any]] = None, *,
+              channel_order: str = "rgb") -> Union[Result, list[Result]]:
         """Classifies images: a path, bytes of an encoded image, an array (one image
-        or a batch), or any iterable of these (a list, a generator; see
-        ``lenet.preprocess``). One image gives a ``Result``; a batch or an iterable
-        gives a list of ``Result``.
+        or a batch), a Pillow image, an array-like (``__array__``), or any iterable of
+        these (a list, a generator; see ``lenet.preprocess``). One image gives a
+        ``Result``; a batch or an iterable gives a list of ``Result``.
 
         ``mode``: "auto" (the default), "mnist" (the image already looks like MNIST:
         only resized) or "photo" (a photo, scan or drawing: the digit is found and
@@ -441,14 +474,20 @@ class Engine:
         size with a dark background, "photo" for the rest. ``on_error``: for an
         iterable, a callable given the InputError of each input that cannot be read or
         has no digit; that input is left out of the results instead of failing the
-        call. An iterable is read as ``infer_iter`` reads it (ahead, on the engine's
+        call. ``channel_order``: "rgb" (the default) or "bgr" for colour arrays in
+        OpenCV's order (files, bytes and Pillow images are decoded as RGB whatever it
+        says). An iterable is read as ``infer_iter`` reads it (ahead, on the engine's
         threads, in bounded memory besides the results)."""
         items, single = pipeline.items_of(images)
-        if single or isinstance(images, np.ndarray):   # in memory already: one vectorized batch
+        if single or isinstance(images, np.ndarray) or (not isinstance(images, (list, tuple))
+                                                        and hasattr(images, "__array__")):
+            # in memory already: one vectorized batch
             return self._classify(to_batch(images, self._image_shape(), self.input_scale,
-                                           self._images_channels_first(), mode, on_error, self.threads))
+                                           self._images_channels_first(), mode, on_error, self.threads,
+                                           channel_order))
         out = []
-        for part in pipeline.stream(self, items, mode=mode, errors="raise" if on_error is None else "yield"):
+        for part in pipeline.stream(self, items, mode=mode, errors="raise" if on_error is None else "yield",
+                                    channel_order=channel_order):
             for r in part:
                 if isinstance(r, InputError):
                     on_error(r)
@@ -456,8 +495,10 @@ class Engine:
                     out.append(r)
         return out
 
+    __call__ = infer   # engine(image), as a Keras model or a torch module is called
+
     def infer_iter(self, inputs: Any, *, batch_size: Optional[int] = None, mode: str = "auto",
-                   errors: str = "yield") -> Iterator[Union[Result, InputError]]:
+                   errors: str = "yield", channel_order: str = "rgb") -> Iterator[Union[Result, InputError]]:
         """Classifies any number of inputs lazily: yields, in input order, one ``Result``
         per image as soon as its batch is done, while the next inputs are read and
         decoded ahead on the engine's threads. ``inputs``: an iterable of paths, bytes
@@ -469,21 +510,29 @@ class Engine:
         ``InputError`` in its place (``error.source`` names it) and the stream goes
         on; ``errors="raise"`` raises it there instead. ``batch_size``: at most this
         many inputs per call of the engine (default 1024; fewer for large photos, whose
-        batches are sized to about 50 ms of decoding). Closing the generator early
-        stops the reading."""
-        return pipeline.iterate(self, inputs, batch_size=batch_size, mode=mode, errors=errors)
+        batches are sized to about 50 ms of decoding). ``channel_order``: as for
+        ``infer``. Closing the generator early stops the reading."""
+        return pipeline.iterate(self, inputs, batch_size=batch_size, mode=mode, errors=errors,
+                                channel_order=channel_order)
 
     def _stream(self, inputs: Any, batch_size: Optional[int] = None, mode: str = "auto") -> Iterator[list]:
         """``infer_iter``'s answers a batch at a time (lists of Result and InputError)."""
         return pipeline.stream(self, inputs, batch_size=batch_size, mode=mode)
 
-    def read_number(self, image: Any) -> Number:
+    def __reduce__(self):
+        """An Engine pickles as its model (the layer records and weights, not a path that
+        may not exist where it lands) and the options it was made with, so it can be
+        sent to process pools, joblib, Ray or Spark workers; each copy builds its own
+        executor there (device "auto" and the thread count are decided again)."""
+        return _engine, (self.model, self._made_with)
+
+    def read_number(self, image: Any, *, channel_order: str = "rgb") -> Number:
         """Reads a number written left to right in one image (a path, bytes or an
         array): the digits are found and split (broken strokes merged, touching
         digits split where their shape allows) and classified in one batch. Raises
         InputError when there is no digit."""
         batch, boxes, source = number_batch(image, self._image_shape(), self.input_scale,
-                                            self._images_channels_first(), self._probabilities)
+                                            self._images_channels_first(), self._probabilities, channel_order)
         return Number(self._classify(batch), boxes, source)
 
     def _image_shape(self) -> tuple[int, int, int]:
@@ -522,6 +571,10 @@ class Engine:
         return f"Engine({self.model.source!r}, device={self.device!r}, threads={self.threads})"
 
 
+def _engine(model: "Model", options: dict) -> Engine:
+    return Engine(model, **options)
+
+
 _default_engines: dict = {}
 _default_lock = threading.Lock()
 
@@ -535,26 +588,43 @@ def _default_engine(weights: Union[str, os.PathLike, None], device: str, threads
     return engine
 
 
+@overload
+def infer(images: Union[str, os.PathLike, bytes, bytearray, memoryview], *, mode: str = ...,
+          weights: Union[str, os.PathLike, None] = ..., device: str = ..., threads: Optional[int] = ...,
+          channel_order: str = ...) -> Result: ...
+
+
+@overload
+def infer(images: Union[Sequence[Any], Iterator[Any]], *, mode: str = ...,
+          weights: Union[str, os.PathLike, None] = ..., device: str = ..., threads: Optional[int] = ...,
+          channel_order: str = ...) -> list[Result]: ...
+
+
+@overload
+def infer(images: Any, *, mode: str = ..., weights: Union[str, os.PathLike, None] = ..., device: str = ...,
+          threads: Optional[int] = ..., channel_order: str = ...) -> Union[Result, list[Result]]: ...
+
+
 def infer(images: Any, *, mode: str = "auto", weights: Union[str, os.PathLike, None] = None, device: str = "auto",
-          threads: Optional[int] = None) -> Union[Result, list[Result]]:
+          threads: Optional[int] = None, channel_order: str = "rgb") -> Union[Result, list[Result]]:
     """Classifies images with the shipped default model (or ``weights``) on the best
-    available device (see ``Engine.infer`` for ``mode``). The Engine is built on
-    first use and reused."""
-    return _default_engine(weights, device, threads).infer(images, mode)
+    available device (see ``Engine.infer`` for ``mode`` and ``channel_order``). The
+    Engine is built on first use and reused."""
+    return _default_engine(weights, device, threads).infer(images, mode, channel_order=channel_order)
 
 
 def infer_iter(inputs: Any, *, batch_size: Optional[int] = None, mode: str = "auto", errors: str = "yield",
                weights: Union[str, os.PathLike, None] = None, device: str = "auto",
-               threads: Optional[int] = None) -> Iterator[Union[Result, InputError]]:
+               threads: Optional[int] = None, channel_order: str = "rgb") -> Iterator[Union[Result, InputError]]:
     """``Engine.infer_iter`` on the engine ``infer`` uses (the shipped default model, or
     ``weights``, on the best available device): yields a Result (or an InputError in
     its place) per input, in input order, reading ahead in bounded memory."""
     return _default_engine(weights, device, threads).infer_iter(inputs, batch_size=batch_size, mode=mode,
-                                                                errors=errors)
+                                                                errors=errors, channel_order=channel_order)
 
 
 def read_number(image: Any, *, weights: Union[str, os.PathLike, None] = None, device: str = "auto",
-                threads: Optional[int] = None) -> Number:
+                threads: Optional[int] = None, channel_order: str = "rgb") -> Number:
     """Reads a number written left to right in one image (see ``Engine.read_number``)
     with the shipped default model (or ``weights``), on the engine ``infer`` uses."""
-    return _default_engine(weights, device, threads).read_number(image)
+    return _default_engine(weights, device, threads).read_number(image, channel_order=channel_order)

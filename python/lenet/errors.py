@@ -4,6 +4,8 @@ The C++ core throws the matching C++ types (csrc/net/errors.h); the binding
 translates each to the class of the same name here, keeping the message.
 """
 
+import errno
+
 
 class Error(Exception):
     """Base class of every error lenet raises."""
@@ -38,6 +40,31 @@ class InputError(Error, ValueError):
     source = None
 
 
+class _NotFound:
+    """A lenet error that is also the built-in FileNotFoundError: the message as given
+    (not OSError's "[Errno 2] ..." form), ``errno`` ENOENT and ``filename`` set."""
+
+    def __init__(self, message: str, filename: str):
+        super().__init__(message)
+        self.errno, self.filename = errno.ENOENT, filename
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+    def __reduce__(self):
+        return type(self), (self.args[0], self.filename), self.__dict__
+
+
+class InputFileNotFoundError(_NotFound, InputError, FileNotFoundError):
+    """An input image file that does not exist: an ``InputError`` that ``except
+    FileNotFoundError`` (and ``except OSError``) also catches; ``filename`` is the path."""
+
+
+class ModelFileNotFoundError(_NotFound, ModelFileError, FileNotFoundError):
+    """A model file that does not exist: a ``ModelFileError`` that ``except
+    FileNotFoundError`` also catches; ``filename`` is the path."""
+
+
 class CudaError(Error):
     """The CUDA backend is not built or not usable here, or a CUDA, cuDNN or
     cuBLAS call failed. The message carries the call, file:line and the
@@ -50,5 +77,7 @@ __all__ = [
     "ModelFileError",
     "UnsupportedModelError",
     "InputError",
+    "InputFileNotFoundError",
+    "ModelFileNotFoundError",
     "CudaError",
 ]

@@ -52,8 +52,10 @@ def items_of(inputs: Any) -> tuple[Iterator[Any], bool]:
     """The inputs as an iterator of items, and whether the input was one image. One path,
     bytes or one image array is one item; a batch array gives its images; any other
     iterable (a list, a generator, a map over a file's lines) gives its elements."""
-    if isinstance(inputs, (str, os.PathLike, bytes, bytearray, memoryview)):
+    if isinstance(inputs, (str, os.PathLike, bytes, bytearray, memoryview)) or preprocess.is_pil_image(inputs):
         return iter([inputs]), True
+    if not isinstance(inputs, (np.ndarray, list, tuple)) and hasattr(inputs, "__array__"):
+        inputs = preprocess.as_array(inputs, "<array>")   # a torch tensor, a JAX array: one array, not an iterable
     if isinstance(inputs, np.ndarray):
         if inputs.ndim not in (3, 4) or preprocess.is_one_image(inputs):
             return iter([inputs]), True   # one image (or an array prepare refuses with its reason)
@@ -66,7 +68,7 @@ def items_of(inputs: Any) -> tuple[Iterator[Any], bool]:
 
 
 def stream(engine, inputs: Any, *, batch_size: Optional[int] = None, mode: str = "auto",
-           errors: str = "yield", readahead: Optional[int] = None) -> Iterator[list]:
+           errors: str = "yield", readahead: Optional[int] = None, channel_order: str = "rgb") -> Iterator[list]:
     """Yields, chunk by chunk in input order, lists of ``Result`` (one per image of an input)
     and ``InputError`` (one per input that failed: read, decode, no digit found), each in the
     place of its input. ``errors="raise"`` raises the first failure instead, in its place.
@@ -76,6 +78,7 @@ def stream(engine, inputs: Any, *, batch_size: Optional[int] = None, mode: str =
     if errors not in ERRORS:
         raise InputError(f"errors must be 'yield' or 'raise', got {errors!r}")
     preprocess.check_batch_size(batch_size)
+    preprocess.check_channel_order(channel_order)
     hwc = engine._image_shape()
     readers = max(1, engine.threads)
     readahead = readahead or 2 * readers + 1
@@ -86,7 +89,7 @@ def stream(engine, inputs: Any, *, batch_size: Optional[int] = None, mode: str =
         take = _Taker(labelled)   # in memory: whole chunks at once
     else:                         # a generator, a pipe: take what has come
         take = _Feeder(labelled, (readahead + 1) * limit)
-    return _stream(engine, take, single, hwc, mode, errors, limit, readers, readahead)
+    return _stream(engine, take, single, hwc, (mode, channel_order), errors, limit, readers, readahead)
 
 
 class _Taker:
@@ -167,7 +170,7 @@ class _Feeder:
             self.cond.notify_all()
 
 
-def _stream(engine, take, single: bool, hwc, mode: str, errors: str, limit: int, readers: int,
+def _stream(engine, take, single: bool, hwc, mode: tuple, errors: str, limit: int, readers: int,
             readahead: int) -> Iterator[list]:
     pool = _readers(readers)
     cancelled = threading.Event()
@@ -208,13 +211,13 @@ def _stream(engine, take, single: bool, hwc, mode: str, errors: str, limit: int,
             future.cancel()
 
 
-def _prepare_part(part: list, hwc, mode: str, cancelled: threading.Event):
-    """On a reader thread: a chunk of (index, item) prepared; (Prepared, seconds)."""
+def _prepare_part(part: list, hwc, mode: tuple, cancelled: threading.Event):
+    """On a reader thread: a chunk of (index, item) prepared with (mode, channel_order); (Prepared, seconds)."""
     if cancelled.is_set():
         return None, 0.0
     started = time.perf_counter()
     got = preprocess.prepare([item for _, item in part], [preprocess.label_of(item, i) for i, item in part], hwc,
-                             mode)
+                             mode[0], channel_order=mode[1])
     return got, time.perf_counter() - started
 
 

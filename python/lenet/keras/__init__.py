@@ -30,7 +30,7 @@ import h5py
 import numpy as np
 
 from .._native import _core
-from ..errors import Error, ModelFileError, UnsupportedModelError
+from ..errors import Error, ModelFileError, ModelFileNotFoundError, UnsupportedModelError
 from ..spec import ModelSpec
 from . import config, h5_guard, hdf5, keras3_h5, keras_zip, legacy_h5
 
@@ -79,11 +79,13 @@ def _check_file(path: Any) -> Path:
     p = Path(path)
     try:
         if not p.exists():
-            raise ModelFileError(f"{p}: no such file")
+            raise ModelFileNotFoundError(f"{p}: no such file", str(p))
         if p.is_dir():
             raise ModelFileError(f"{p}: is a directory, not a model file")
         if not p.is_file():
             raise ModelFileError(f"{p}: not a regular file")
+    except ModelFileError:
+        raise
     except OSError as e:
         raise ModelFileError(f"{p}: cannot access the file ({e})") from e
     return p

