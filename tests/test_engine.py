@@ -39,7 +39,9 @@ def test_default_engine_describes_itself(engine):
     assert engine.device == "cpu"
     assert engine.classes == 10
     assert engine.model.input_shape == engine.input_shape == (None, 28, 28, 1)
-    text = engine.summary()
+    printed = []
+    assert engine.summary(print_fn=printed.append) is None   # as Keras' model.summary()
+    (text,) = printed
     for name in ("conv2d", "max_pooling2d", "dense", "total parameters"):
         assert name in text
 

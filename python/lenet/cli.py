@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     for note in notes if not args.quiet else ():
         print(f"lenet-cli: note: {str(note.message).removeprefix('lenet: ')}", file=sys.stderr)
     if args.summary:
-        print(engine.summary())
+        engine.summary()
     if args.debug_dir:
         try:
             os.makedirs(args.debug_dir, exist_ok=True)

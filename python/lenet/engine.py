@@ -187,7 +187,13 @@ class Model:
             return 1.0
         return DEFAULT_INPUT_SCALE
 
-    def summary(self) -> str:
+    def summary(self, print_fn: Optional[Callable[[str], Any]] = None) -> None:
+        """Prints the layers, their output shapes and parameter counts, as Keras'
+        ``model.summary()`` does: with ``print`` unless ``print_fn`` is given (which
+        receives the whole text, e.g. ``lines.append``)."""
+        (print_fn or print)(self._summary_text())
+
+    def _summary_text(self) -> str:
         rows = self._network.layers()
         lines = [f"Model {self.spec.name or '?'} from {self.source}",
                  f"input {self.input_shape}{', channels_first' if self.channels_first else ''}, "
@@ -343,10 +349,14 @@ class Engine:
     def classes(self) -> int:
         return self.model.classes
 
-    def summary(self) -> str:
-        """Layers, output shapes and parameter counts, the device, and what the
-        engine decided for it (see describe())."""
-        lines = [self.model.summary(), f"device: {self._executor.description}"]
+    def summary(self, print_fn: Optional[Callable[[str], Any]] = None) -> None:
+        """Prints the layers, output shapes and parameter counts, the device, and what the
+        engine decided for it (see describe()), as Keras' ``model.summary()`` prints:
+        with ``print`` unless ``print_fn`` is given (it receives the whole text)."""
+        (print_fn or print)(self._summary_text())
+
+    def _summary_text(self) -> str:
+        lines = [self.model._summary_text(), f"device: {self._executor.description}"]
         d = self.describe()
         for plan in d["plans"]:
             if plan["execution"]:
