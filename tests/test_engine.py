@@ -129,7 +129,8 @@ def test_module_level_infer_reuses_engine(digits):
     (np.zeros((2, 28, 28, 1), np.float32), "shape"),
     (np.zeros((5, 28, 28), np.float32), "shape"),
     (np.zeros((5, 28, 29, 1), np.float32), "shape"),
-    ([[1.0]], "NumPy array"),
+    ([[1.0]], "shape"),             # a list is an array to Keras too: of the wrong shape here
+    ("digit.png", "NumPy array"),
     (np.zeros((1, 28, 28, 1), np.complex64), "dtype"),
 ])
 def test_predict_proba_rejects_wrong_arrays(engine, bad, match):

@@ -424,7 +424,7 @@ def layer_cfg(cfg, name):
 
 
 def test_missing_file(tmp_path):
-    raises(ModelFileError, tmp_path / "nope.h5", "no such file")
+    raises(lenet.ModelFileNotFoundError, tmp_path / "nope.h5", "no such file")   # a ModelFileError too
 
 
 def test_directory(tmp_path):
@@ -639,8 +639,9 @@ def test_bad_arch_json(fixtures, arch, frag):
 
 
 def test_arch_missing_path(fixtures, tmp_path):
-    with pytest.raises(ModelFileError, match="no such file"):
+    with pytest.raises(ModelFileError, match="no such file") as got:
         read_model(fixture(fixtures, "k2_testnet_weights").weights, arch=tmp_path / "nope.json")
+    assert isinstance(got.value, FileNotFoundError) and got.value.filename == str(tmp_path / "nope.json")
 
 
 def test_arch_hdf5_without_config(fixtures):

@@ -83,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="also write the results to FILE: JSON lines (.jsonl, .json) or CSV (.csv), atomically")
     p.add_argument("-q", "--quiet", action="store_true", help="print only errors (and no progress bar)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar, even on a terminal")
+    p.add_argument("--ray", nargs="?", const=True, default=False, metavar="ADDRESS",
+                   help="classify on Ray Data (pip install 'lenet[ray]'): a local Ray, or the cluster at ADDRESS "
+                        "(default: $RAY_ADDRESS when set); one Engine per actor, Ray's progress display")
     p.add_argument("--summary", action="store_true", help="print the model's layers before the results")
     p.add_argument("--version", action="store_true", help="print version, backends and libraries, then exit")
     return p
@@ -193,6 +196,37 @@ class _Run:
         if self.output is not None and hasattr(e, "source"):
             self.output.error(getattr(e, "source", None) or "", str(e))
 
+    def _ray_stream(self, inputs) -> Iterator[list]:
+        """The inputs classified on Ray Data (lenet.ray), in input order, as the engine's
+        stream gives them: lists of Result and InputError."""
+        import numpy as np
+        import ray
+
+        import lenet
+        import lenet.ray
+        items = list(inputs)
+        paths = [item for item in items if isinstance(item, str)]
+        if len(paths) != len(items):   # stdin, or an input that failed before: theirs are not files Ray reads
+            for item in items:
+                if isinstance(item, lenet.InputError):
+                    yield [item]
+                elif not isinstance(item, str):
+                    raise lenet.InputError("--ray reads files: standard input ('-') cannot be sent to a cluster")
+        if not paths:
+            return
+        ray.init(address=None if self.args.ray is True else self.args.ray, configure_logging=False)
+        ds = lenet.ray.classify(paths, weights=self.engine.model, device=self.args.device, mode=self.args.mode,
+                                batch_size=self.args.batch_size or 1024, threads=self.args.threads,
+                                preserve_order=True)
+        for row in ds.iter_rows():
+            if row["error"]:
+                e = lenet.InputError(row["error"])
+                e.source = row["path"]
+                yield [e]
+            else:
+                yield [lenet.Result(int(row["digit"]), np.asarray(row["probabilities"], np.float32), row["path"],
+                                    row["mode"])]
+
     def _stderr(self, line: str) -> None:
         if self.bar is not None:
             self.bar.write(line, file=sys.stderr)
@@ -204,13 +238,15 @@ class _Run:
         previous = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() \
             else None
         inputs = _Inputs(self.args)
-        self.bar = _progress(self.args, inputs)
+        self.bar = None if self.args.ray else _progress(self.args, inputs)   # Ray shows its own
         status = None
         try:
             if self.args.digits:
                 self._numbers(inputs)
             else:
-                for part in self.engine._stream(inputs, batch_size=self.args.batch_size, mode=self.args.mode):
+                parts = (self._ray_stream(inputs) if self.args.ray else
+                         self.engine._stream(inputs, batch_size=self.args.batch_size, mode=self.args.mode))
+                for part in parts:
                     for r in part:
                         if isinstance(r, lenet.InputError):
                             self.error(r)

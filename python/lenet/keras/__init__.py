@@ -265,7 +265,10 @@ def _resolve_arch_for(arch: Any, where: str) -> _Arch:
     try:
         return _resolve_arch(arch)
     except Error as e:
-        raise type(e)(f"{where}: the architecture given by arch: {e}") from e
+        message = f"{where}: the architecture given by arch: {e}"
+        if isinstance(e, FileNotFoundError):   # keeps being one, with its filename
+            raise type(e)(message, e.filename) from e
+        raise type(e)(message) from e
 
 
 def _opt_str(v: Any) -> str:

@@ -1,0 +1,159 @@
+"""lenet on Ray Data: classify image sets larger than one machine (``pip install "lenet[ray]"``).
+
+    import ray, lenet.ray
+    ds = lenet.ray.classify("s3://bucket/scans/")          # or a directory, a list of paths, a Dataset
+    ds.write_json("out/")                                     # one row per file: path, digit, confidence, ...
+
+    # or by hand, with any Dataset Ray Data reads:
+    ds = ray.data.read_binary_files("scans/", include_paths=True)
+    ds = ds.map_batches(lenet.ray.Classifier, fn_constructor_kwargs={"weights": "lenet5"},
+                        batch_size=1024, concurrency=4)
+
+``Classifier`` is the callable class for ``Dataset.map_batches``: Ray makes one per actor,
+each with its own ``Engine``, and hands it batches of rows. It takes the two forms Ray
+Data reads images in: encoded files from ``read_binary_files`` (a ``bytes`` column, decoded
+by lenet exactly as ``lenet.infer`` decodes a file: the same answers) and decoded pixels
+from ``read_images`` (an ``image`` column); a ``path`` column is passed through. Each row
+comes back with ``digit`` (int, -1 when the image could not be classified),
+``confidence``, ``probabilities`` (one per class), ``mode`` (the preprocessing it took:
+"mnist" or "photo") and ``error`` ("" when it was classified): a bad file is a row with its error, never a failed job.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from .engine import Engine, Model, Result, load
+from .errors import InputError
+from .preprocess import Named, is_one_image
+
+# What classify() reads from a directory: the extensions lenet-cli takes.
+IMAGE_EXTENSIONS = ("png", "jpg", "jpeg", "bmp", "gif", "tif", "tiff", "webp", "pbm", "pgm", "ppm", "pnm")
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise ImportError('lenet.ray needs Ray Data: pip install "lenet[ray]" (or "ray[data]")') from None
+    return ray
+
+
+class Classifier:
+    """One Engine per Ray actor, for ``Dataset.map_batches`` (see the module).
+
+    ``weights``: a path every worker can read, a shipped model name, a ``lenet.Model``,
+    or an ObjectRef of one (``classify`` puts the model in the object store once, so a
+    file on the driver alone is enough). ``device``: "auto" (a GPU when the actor has
+    one: ask for it with ``num_gpus=1``), "cpu" or "cuda". ``threads``: the engine's CPU
+    threads (default: the CPUs the actor may use). ``mode``: as for ``lenet.infer``.
+    """
+
+    def __init__(self, weights: Any = None, device: str = "auto", threads: Optional[int] = None,
+                 mode: str = "auto"):
+        ray = _ray()
+        if isinstance(weights, ray.ObjectRef):
+            weights = ray.get(weights)
+        if threads is None:
+            threads = _actor_cpus()
+        self.engine = Engine(weights, device=device, threads=threads)
+        self.mode = mode
+
+    def __call__(self, batch: dict) -> dict:
+        if "bytes" in batch:
+            data, kind = batch["bytes"], "file"
+        elif "image" in batch:
+            data, kind = batch["image"], "image"
+        else:
+            raise InputError(f"lenet.ray.Classifier: a batch needs a 'bytes' column (read_binary_files) or an "
+                             f"'image' column (read_images); it has {sorted(batch)}")
+        n = len(data)
+        paths = [str(p) for p in batch["path"]] if "path" in batch else [f"<row {i}>" for i in range(n)]
+        items: list = []
+        for value, path in zip(data, paths):
+            if kind == "file":
+                items.append(Named(bytes(value), path))
+            else:
+                a = np.asarray(value)
+                items.append(Named(a, path) if is_one_image(a) else
+                             InputError(f"{path}: an array of shape {a.shape} is not one image"))
+        digits = np.full(n, -1, np.int64)
+        confidence = np.full(n, np.nan, np.float32)
+        probabilities = np.full((n, self.engine.classes), np.nan, np.float32)
+        errors = [""] * n
+        modes = [""] * n
+        todo = [i for i, item in enumerate(items) if not isinstance(item, InputError)]
+        for i in range(n):
+            if isinstance(items[i], InputError):
+                errors[i] = str(items[i])
+        results = self.engine.infer_iter([items[i] for i in todo], batch_size=max(1, len(todo)), mode=self.mode)
+        for i, r in zip(todo, results):
+            if isinstance(r, Result):
+                digits[i], confidence[i], probabilities[i], modes[i] = r.digit, r.confidence, r.probabilities, r.mode
+            else:
+                errors[i] = str(r)
+        out = {"digit": digits, "confidence": confidence, "probabilities": probabilities,
+               "mode": np.array(modes, dtype=object), "error": np.array(errors, dtype=object)}
+        if "path" in batch:
+            out = {"path": np.asarray(batch["path"]), **out}
+        return out
+
+
+def _actor_cpus() -> Optional[int]:
+    """The CPUs Ray gave this actor (its num_cpus), else None (the engine's default)."""
+    try:
+        ray = _ray()
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+        return max(1, int(cpus)) if cpus else None
+    except Exception:   # not in an actor: the engine decides
+        return None
+
+
+def classify(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]], Any], *, weights: Any = None,
+             device: str = "auto", mode: str = "auto", batch_size: int = 1024, concurrency: Optional[int] = None,
+             num_cpus: Optional[float] = None, num_gpus: Optional[float] = None,
+             threads: Optional[int] = None, preserve_order: bool = False) -> Any:
+    """A Dataset of the classified images (lazy: nothing runs until it is consumed or
+    written). ``inputs``: a directory or a path (local, or any filesystem Ray reads:
+    s3://, gs://, ...; image files by extension, recursively), a list of paths, or a Ray
+    Dataset (with a ``bytes`` or ``image`` column). ``concurrency``: the number of
+    actors, each with one Engine (default: as many as fit, one per ``num_cpus``);
+    ``num_cpus`` / ``num_gpus``: what each actor asks Ray for (``num_gpus=1`` puts each
+    Engine on a GPU); ``threads``: the engine threads per actor (default ``num_cpus``);
+    ``batch_size``: rows per call of an actor (the engine's own batches are up to this
+    size). ``preserve_order``: rows in input order (slower on a cluster: a straggler
+    holds the rest back). The model is loaded once here and shared through the object
+    store, so only the driver needs to read the weights file."""
+    ray = _ray()
+    if isinstance(inputs, (str, os.PathLike)):
+        ds = ray.data.read_binary_files(os.fspath(inputs), include_paths=True,
+                                        file_extensions=list(IMAGE_EXTENSIONS) + [e.upper() for e in IMAGE_EXTENSIONS])
+    elif isinstance(inputs, (list, tuple)):
+        if not inputs:
+            raise InputError("lenet.ray.classify: no inputs")
+        ds = ray.data.read_binary_files([os.fspath(p) for p in inputs], include_paths=True)
+    else:
+        ds = inputs
+    if preserve_order:
+        ds.context.execution_options.preserve_order = True
+    model = weights if isinstance(weights, Model) else load(weights)
+    actor_cpus = num_cpus if num_cpus is not None else (threads or 1)
+    options: dict = {"num_cpus": actor_cpus}
+    if num_gpus:
+        options["num_gpus"] = num_gpus
+    if concurrency is None:
+        if num_gpus:
+            concurrency = max(1, int(ray.cluster_resources().get("GPU", 1) // num_gpus))
+        else:   # one CPU left to the tasks that read the files: actors holding every CPU would starve them
+            concurrency = max(1, int((ray.cluster_resources().get("CPU", 2) - 1) // actor_cpus))
+    return ds.map_batches(Classifier, fn_constructor_kwargs={"weights": ray.put(model), "device": device,
+                                                             "threads": threads or int(max(1, actor_cpus)),
+                                                             "mode": mode},
+                          batch_size=batch_size, batch_format="numpy",
+                          compute=ray.data.ActorPoolStrategy(size=concurrency), **options)
+
+
+__all__ = ["Classifier", "classify", "IMAGE_EXTENSIONS"]
