@@ -48,9 +48,10 @@ def files(tmp_path_factory, mnist_test):
     return d, paths, [str(p) for p in bad]
 
 
-def test_every_row_is_the_single_process_answer(local_ray, files):
+@pytest.mark.parametrize("read_in_actors", [None, False], ids=["paths read by the actors", "bytes read by Ray"])
+def test_every_row_is_the_single_process_answer(local_ray, files, read_in_actors):
     d, paths, bad = files
-    rows = lenet.ray.classify(str(d), device="cpu").take_all()
+    rows = lenet.ray.classify(str(d), device="cpu", read_in_actors=read_in_actors).take_all()
     by_path = {r["path"]: r for r in rows}
     assert len(rows) == len(by_path) == N + len(bad)
     want = lenet.infer(paths, device="cpu")
