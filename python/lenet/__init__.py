@@ -10,8 +10,8 @@
 from ._native import _core
 from .engine import (DEFAULT_MODEL, Engine, Model, Number, Result, cuda_available, cuda_built, default_threads,
                      infer, infer_iter, load, read_number)
-from .errors import (CudaError, Error, InputError, InputFileNotFoundError, ModelError, ModelFileError,
-                     ModelFileNotFoundError, UnsupportedModelError)
+from .errors import (CudaError, Error, ImageTooLargeError, InputError, InputFileNotFoundError, ModelError,
+                     ModelFileError, ModelFileNotFoundError, UnsupportedModelError)
 from .keras import SHIPPED_MODELS, shipped_weights
 
 __version__ = _core.__version__
@@ -51,5 +51,5 @@ __all__ = [
     "shipped_weights",
     "cuda_available", "cuda_built", "cpu_kernel_sets", "default_threads",
     "Error", "ModelError", "ModelFileError", "ModelFileNotFoundError", "UnsupportedModelError", "InputError",
-    "InputFileNotFoundError", "CudaError",
+    "InputFileNotFoundError", "ImageTooLargeError", "CudaError",
 ]

@@ -40,6 +40,11 @@ class InputError(Error, ValueError):
     source = None
 
 
+class ImageTooLargeError(InputError):
+    """An image (or a file) larger than the limits allow (``max_image_pixels``, the file
+    size limit): refused before its pixels are allocated."""
+
+
 class _NotFound:
     """A lenet error that is also the built-in FileNotFoundError: the message as given
     (not OSError's "[Errno 2] ..." form), ``errno`` ENOENT and ``filename`` set."""
@@ -78,6 +83,7 @@ __all__ = [
     "UnsupportedModelError",
     "InputError",
     "InputFileNotFoundError",
+    "ImageTooLargeError",
     "ModelFileNotFoundError",
     "CudaError",
 ]

@@ -53,7 +53,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from .errors import InputError, InputFileNotFoundError
+from .errors import ImageTooLargeError, InputError, InputFileNotFoundError
 
 try:
     import cv2
@@ -112,8 +112,8 @@ def set_max_image_pixels(n: Optional[int]) -> None:
 def _check_pixels(h: int, w: int, source: str, what: str = "image") -> None:
     limit = max_image_pixels()
     if h * w > limit:
-        raise InputError(f"{source}: {what} of {w}x{h} = {h * w:,} pixels exceeds the limit of {limit:,} pixels "
-                         "(lenet.set_max_image_pixels or LENET_MAX_IMAGE_PIXELS raise it)")
+        raise ImageTooLargeError(f"{source}: {what} of {w}x{h} = {h * w:,} pixels exceeds the limit of {limit:,} "
+                                 "pixels (lenet.set_max_image_pixels or LENET_MAX_IMAGE_PIXELS raise it)")
 
 
 @dataclass
@@ -385,7 +385,7 @@ def _read_error(source: str, err: int) -> InputError:
     if err == errno.EISDIR:
         return InputError(f"{source}: is a directory, not an image")
     if err == errno.EFBIG:
-        return InputError(f"{source}: larger than {MAX_FILE_BYTES:,} bytes: not an image lenet reads")
+        return ImageTooLargeError(f"{source}: larger than {MAX_FILE_BYTES:,} bytes: not an image lenet reads")
     return InputError(f"{source}: cannot read: {os.strerror(err)}")
 
 

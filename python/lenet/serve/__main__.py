@@ -1,0 +1,44 @@
+"""lenet-serve: the HTTP API and the drawing page on uvicorn (see lenet.serve.app)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="lenet-serve", description=__doc__.split("\n")[0])
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--weights", default=None, help="a model file or shipped name (default: lenet5)")
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--threads", type=int, default=None, help="engine threads (default: the CPUs available)")
+    p.add_argument("--max-batch", type=int, default=256, help="images per engine call at most (default 256)")
+    p.add_argument("--max-delay-us", type=int, default=0,
+                   help="how long a batch that is not full waits for more requests (default 0: requests that "
+                        "arrive while the engine is busy are batched, a lone one runs at once)")
+    p.add_argument("--max-queue", type=int, default=4096, help="images waiting before 503 (default 4096)")
+    p.add_argument("--max-body-mb", type=float, default=20.0, help="request body limit (default 20 MB)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per request before 504 (default 10)")
+    args = p.parse_args(argv)
+    try:
+        import uvicorn
+    except ImportError:
+        print('lenet-serve: error: needs the serve extra: pip install "lenet[serve]"', file=sys.stderr)
+        return 2
+    import lenet
+    from .app import Options, create_app
+    try:
+        engine = lenet.Engine(args.weights, device=args.device, threads=args.threads)
+        options = Options(max_batch=args.max_batch, max_delay_us=args.max_delay_us, max_queue=args.max_queue,
+                          max_body_bytes=int(args.max_body_mb * (1 << 20)), timeout=args.timeout)
+        app = create_app(engine, options)
+    except (lenet.Error, ValueError) as e:
+        print(f"lenet-serve: error: {e}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

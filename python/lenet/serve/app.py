@@ -1,0 +1,315 @@
+"""The HTTP API (FastAPI on uvicorn): classify images sent from anywhere, batched dynamically.
+
+    POST /v1/classify        an image as the raw body, multipart files, or JSON
+                             ({"image": base64} | {"images": [base64, ...]} | {"array": [[...]]})
+                             ?top_k=K (the K most probable digits), ?image=1 (the 28x28 input, PNG base64)
+    POST /v1/read-number     a number written in one image (lenet-cli --digits)
+    GET  /v1/model           the model: summary, input shape, classes
+    GET  /healthz            200 "ok"
+    GET  /metrics            Prometheus text: requests, images, batch sizes, queue time, latency
+    GET  /                   a page to draw a digit on
+
+Decoding and preparing run on worker threads, off the event loop; the engine calls go
+through the Batcher (lenet/serve/batcher.py). Errors: 413 (body or image too large), 415
+(a content type it does not read), 422 (not an image, no digit: the message lenet-cli
+prints), 503 + Retry-After (queue full), 504 (the request took longer than the timeout).
+"""
+
+
+import asyncio
+import base64
+import binascii
+import json
+import time
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Optional
+
+import numpy as np
+
+from .. import preprocess
+from ..engine import Engine
+from ..errors import ImageTooLargeError, InputError
+from .batcher import Batcher, Overloaded
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+@dataclass
+class Options:
+    max_batch: int = 256
+    max_delay_us: int = 0
+    max_queue: int = 4096              # images waiting for the engine before 503
+    max_body_bytes: int = 20 << 20
+    timeout: float = 10.0              # seconds per request
+    mode: str = "auto"
+
+
+class HTTPFailure(Exception):
+    def __init__(self, status: int, message: str, headers: Optional[dict] = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+def _status_of(e: InputError) -> int:
+    return 413 if isinstance(e, ImageTooLargeError) else 422
+
+
+class Server:
+    """The engine, its batcher and the counters behind the routes (one per app)."""
+
+    def __init__(self, engine: Engine, options: Options):
+        self.engine, self.options = engine, options
+        self.hwc = engine._image_shape()
+        self.batcher = Batcher(engine._probabilities, options.max_batch, options.max_delay_us / 1e6,
+                               options.max_queue)
+        self.responses: dict = {}
+        self.latency = [0] * (len(LATENCY_BUCKETS) + 1)
+        self.latency_sum = 0.0
+
+    def observe(self, status: int, seconds: float) -> None:
+        self.responses[status] = self.responses.get(status, 0) + 1
+        self.latency_sum += seconds
+        for k, bound in enumerate(LATENCY_BUCKETS):
+            if seconds <= bound:
+                self.latency[k] += 1
+                break
+        else:
+            self.latency[-1] += 1
+
+    async def classify(self, items: list, labels: list, top_k: int, with_image: bool) -> list:
+        """Per item: its answer (a dict) or its InputError."""
+        from starlette.concurrency import run_in_threadpool
+        got = await run_in_threadpool(preprocess.prepare, items, labels, self.hwc, self.options.mode)
+        answers: list = [None] * len(items)
+        for i, e in got.errors:
+            answers[i] = e
+        if len(got.x):
+            x = self.engine._scaled(got.x)
+            try:
+                probs = await asyncio.wait_for(self.batcher.submit(x), self.options.timeout)
+            except Overloaded as e:
+                raise HTTPFailure(503, f"overloaded: {e}", {"Retry-After": "1"}) from None
+            except asyncio.TimeoutError:
+                raise HTTPFailure(504, f"no answer within {self.options.timeout:g} s") from None
+            for row, owner in enumerate(got.owner):
+                p = probs[row]
+                digit = int(np.argmax(p))
+                answer: dict = {"digit": digit, "confidence": float(p[digit]), "mode": got.modes[row],
+                                "probabilities": [round(float(v), 7) for v in p]}
+                if top_k > 1:
+                    order = np.argsort(-p, kind="stable")[:top_k]
+                    answer["top"] = [{"digit": int(d), "probability": float(p[d])} for d in order]
+                if with_image:
+                    answer["input_png"] = _png_base64(got.x[row], self.engine.input_scale)
+                answers[owner] = answer   # one image per item here (a batch array is refused earlier)
+        return answers
+
+    def metrics(self) -> str:
+        s = self.batcher.stats
+        lines = ["# HELP lenet_requests_total HTTP responses by status.", "# TYPE lenet_requests_total counter"]
+        lines += [f'lenet_requests_total{{status="{k}"}} {v}' for k, v in sorted(self.responses.items())]
+        lines += ["# HELP lenet_images_total Images classified.", "# TYPE lenet_images_total counter",
+                  f"lenet_images_total {s.images}",
+                  "# HELP lenet_engine_calls_total Engine calls (batches).", "# TYPE lenet_engine_calls_total counter",
+                  f"lenet_engine_calls_total {s.batches}",
+                  "# HELP lenet_rejected_total Requests refused because the queue was full.",
+                  "# TYPE lenet_rejected_total counter", f"lenet_rejected_total {s.rejected}",
+                  "# HELP lenet_queue_seconds_total Time requests waited for the engine.",
+                  "# TYPE lenet_queue_seconds_total counter", f"lenet_queue_seconds_total {s.queue_seconds:.6f}",
+                  "# HELP lenet_engine_seconds_total Time in engine calls.",
+                  "# TYPE lenet_engine_seconds_total counter", f"lenet_engine_seconds_total {s.engine_seconds:.6f}",
+                  "# HELP lenet_batch_size Images per engine call.", "# TYPE lenet_batch_size histogram"]
+        cumulative = 0
+        for bound in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
+            cumulative = sum(n for size, n in s.batch_sizes.items() if size <= bound)
+            lines.append(f'lenet_batch_size_bucket{{le="{bound}"}} {cumulative}')
+        lines += [f'lenet_batch_size_bucket{{le="+Inf"}} {s.batches}',
+                  f"lenet_batch_size_sum {s.images}", f"lenet_batch_size_count {s.batches}",
+                  "# HELP lenet_request_seconds Request latency, from the body read to the answer.",
+                  "# TYPE lenet_request_seconds histogram"]
+        cumulative = 0
+        for bound, n in zip(LATENCY_BUCKETS, self.latency):
+            cumulative += n
+            lines.append(f'lenet_request_seconds_bucket{{le="{bound}"}} {cumulative}')
+        total = sum(self.latency)
+        lines += [f'lenet_request_seconds_bucket{{le="+Inf"}} {total}',
+                  f"lenet_request_seconds_sum {self.latency_sum:.6f}", f"lenet_request_seconds_count {total}"]
+        return "\n".join(lines) + "\n"
+
+
+def _png_base64(x: np.ndarray, scale: float) -> str:
+    import cv2
+    img = np.clip(np.rint(x / scale), 0, 255).astype(np.uint8)
+    ok, buf = cv2.imencode(".png", img[:, :, 0] if img.shape[2] == 1 else cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+    return base64.b64encode(buf.tobytes()).decode()
+
+
+def _decode_b64(value: Any, where: str) -> bytes:
+    if not isinstance(value, str):
+        raise HTTPFailure(422, f"{where}: expected a base64 string, got {type(value).__name__}")
+    if value.startswith("data:") and "," in value:   # a data: URL, as a canvas gives it
+        value = value.split(",", 1)[1]
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise HTTPFailure(422, f"{where}: not base64 ({e})") from None
+
+
+async def _body(request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > limit:
+                raise HTTPFailure(413, f"the body declares {int(declared):,} bytes; the limit is {limit:,}")
+        except ValueError:
+            raise HTTPFailure(400, f"Content-Length {declared!r} is not a number") from None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise HTTPFailure(413, f"the body is larger than the limit of {limit:,} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _inputs(request, limit: int) -> tuple[list, list, bool]:
+    """(items, labels, several): what the request holds, as prepare() takes it."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind == "multipart/form-data":
+        body = await _body(request, limit)   # the limit holds before the form parser reads anything
+        from starlette.requests import Request
+        try:
+            form = await Request(request.scope, receive=_receiver(body)).form()
+        except Exception as e:   # python-multipart's own errors: a malformed body
+            raise HTTPFailure(422, f"a malformed multipart body ({type(e).__name__}: {e})") from None
+        files = [(k, v) for k, v in form.multi_items() if hasattr(v, "read")]
+        if not files:
+            raise HTTPFailure(422, "a multipart body with no file in it")
+        items = [await f.read() for _, f in files]
+        return items, [f.filename or k for k, f in files], True
+    body = await _body(request, limit)
+    if kind == "application/json":
+        try:
+            doc = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise HTTPFailure(422, f"the body is not JSON ({e})") from None
+        if not isinstance(doc, dict) or not ({"image", "images", "array"} & set(doc)):
+            raise HTTPFailure(422, 'expected a JSON object with "image" (base64), "images" (a list of base64) '
+                                   'or "array" (rows of pixel values)')
+        if "images" in doc:
+            if not isinstance(doc["images"], list) or not doc["images"]:
+                raise HTTPFailure(422, '"images" must be a non-empty list of base64 strings')
+            return [_decode_b64(v, f"images[{i}]") for i, v in enumerate(doc["images"])], \
+                [f"images[{i}]" for i in range(len(doc["images"]))], True
+        if "image" in doc:
+            return [_decode_b64(doc["image"], "image")], ["image"], False
+        try:
+            a = np.asarray(doc["array"], dtype=np.float32)
+        except (ValueError, TypeError) as e:
+            raise HTTPFailure(422, f'"array" is not an array of numbers ({e})') from None
+        if not preprocess.is_one_image(a):
+            raise HTTPFailure(422, f'"array" must be one image, (H, W) or (H, W, C); got shape {a.shape}')
+        return [a], ["array"], False
+    if kind in ("", "application/octet-stream") or kind.startswith("image/"):
+        if not body:
+            raise HTTPFailure(422, "an empty body: send an image")
+        return [body], ["<body>"], False
+    raise HTTPFailure(415, f"a {kind} body: send an image (raw, image/*), multipart files, or JSON")
+
+
+def _receiver(body: bytes):
+    sent = False
+
+    async def receive():
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+    return receive
+
+
+def create_app(engine: Optional[Engine] = None, options: Optional[Options] = None, **engine_options):
+    """The ASGI app: ``engine`` (default: ``Engine(**engine_options)``) behind the routes above."""
+    from contextlib import asynccontextmanager
+
+    from fastapi import FastAPI, Request
+    from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+
+    options = options or Options()
+    server = Server(engine or Engine(**engine_options), options)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        yield
+        server.batcher.close()   # what is queued is finished first
+
+    app = FastAPI(title="lenet", summary="Handwritten digits, classified by lenet", lifespan=lifespan)
+    app.state.server = server
+
+    def failure(e: HTTPFailure, started: float):
+        server.observe(e.status, time.perf_counter() - started)
+        return JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
+
+    @app.post("/v1/classify")
+    async def classify(request: Request, top_k: int = 1, image: bool = False):
+        started = time.perf_counter()
+        try:
+            if not 1 <= top_k <= server.engine.classes:
+                raise HTTPFailure(422, f"top_k must be in 1..{server.engine.classes}, got {top_k}")
+            items, labels, several = await _inputs(request, options.max_body_bytes)
+            answers = await server.classify(items, labels, top_k, image)
+        except HTTPFailure as e:
+            return failure(e, started)
+        latency_ms = (time.perf_counter() - started) * 1e3
+        if not several:
+            (answer,) = answers
+            if isinstance(answer, InputError):
+                return failure(HTTPFailure(_status_of(answer), str(answer)), started)
+            server.observe(200, time.perf_counter() - started)
+            return {**answer, "latency_ms": round(latency_ms, 3)}
+        server.observe(200, time.perf_counter() - started)
+        return {"results": [{"source": label, "error": str(a)} if isinstance(a, InputError) else
+                            {"source": label, **a} for label, a in zip(labels, answers)],
+                "latency_ms": round(latency_ms, 3)}
+
+    @app.post("/v1/read-number")
+    async def read_number(request: Request):
+        from starlette.concurrency import run_in_threadpool
+        started = time.perf_counter()
+        try:
+            items, labels, several = await _inputs(request, options.max_body_bytes)
+            if several:
+                raise HTTPFailure(422, "read-number takes one image")
+            number = await run_in_threadpool(server.engine.read_number, items[0])
+        except HTTPFailure as e:
+            return failure(e, started)
+        except InputError as e:
+            return failure(HTTPFailure(_status_of(e), str(e)), started)
+        server.observe(200, time.perf_counter() - started)
+        return {"number": number.number, "confidence": number.confidence,
+                "digits": [{"digit": r.digit, "confidence": r.confidence, "box": list(box)}
+                           for r, box in zip(number.digits, number.boxes)]}
+
+    @app.get("/v1/model")
+    async def model():
+        printed: list = []
+        server.engine.summary(print_fn=printed.append)
+        return {"source": server.engine.model.source, "input_shape": list(server.engine.input_shape),
+                "classes": server.engine.classes, "device": server.engine.device, "summary": printed[0],
+                "max_batch": options.max_batch, "max_delay_us": options.max_delay_us}
+
+    @app.get("/healthz", response_class=PlainTextResponse)
+    async def healthz():
+        return "ok"
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def metrics():
+        return server.metrics()
+
+    @app.get("/", response_class=HTMLResponse)
+    async def page():
+        return resources.files("lenet.serve").joinpath("page.html").read_text()
+
+    return app

@@ -1,0 +1,138 @@
+"""Dynamic batching: the requests that arrive while the engine is busy are classified in one
+engine call.
+
+One thread owns the engine calls. It waits for the first request, takes every request
+already queued (up to ``max_batch`` images), waits at most ``max_delay`` more for others
+when the batch is not full, runs the engine once, and hands each request its own rows.
+While it runs, new requests queue: under load the batches grow by themselves, and a lone
+request waits at most ``max_delay`` (0 by default: it runs at once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+
+class Overloaded(Exception):
+    """The queue holds ``max_queue`` images already: the caller should answer 503."""
+
+
+@dataclass
+class _Request:
+    x: np.ndarray                      # float32 (n, ...) in the network's input form, scaled
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+    queued: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class Stats:
+    """What the batcher did, for /metrics (read without a lock: counters only grow)."""
+    requests: int = 0
+    images: int = 0
+    batches: int = 0
+    rejected: int = 0
+    batch_sizes: collections.Counter = field(default_factory=collections.Counter)   # images per engine call
+    queue_seconds: float = 0.0         # summed over requests
+    engine_seconds: float = 0.0        # summed over engine calls
+
+
+class Batcher:
+    def __init__(self, run, max_batch: int = 256, max_delay: float = 0.0, max_queue: int = 4096):
+        """``run``: the engine call, float32 batch -> probabilities (thread-safe, releases the GIL)."""
+        if max_batch < 1 or max_queue < 1 or max_delay < 0:
+            raise ValueError("max_batch and max_queue must be positive, max_delay not negative")
+        self.run, self.max_batch, self.max_delay, self.max_queue = run, max_batch, max_delay, max_queue
+        self.stats = Stats()
+        self._queue: collections.deque = collections.deque()
+        self._queued_images = 0
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="lenet-batcher", daemon=True)
+        self._thread.start()
+
+    async def submit(self, x: np.ndarray) -> np.ndarray:
+        """The probabilities for x's rows, computed in a batch with whatever else is queued."""
+        loop = asyncio.get_running_loop()
+        request = _Request(x, loop, loop.create_future())
+        with self._cond:
+            if self._stopping:
+                raise Overloaded("the server is shutting down")
+            if self._queued_images + len(x) > self.max_queue and self._queue:
+                self.stats.rejected += 1
+                raise Overloaded(f"{self._queued_images} images are queued (the limit is {self.max_queue})")
+            self._queue.append(request)
+            self._queued_images += len(x)
+            self._cond.notify()
+        return await request.future
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Finishes what is queued, then stops the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    def _take(self) -> list:
+        """The next batch of requests (at least one), or [] when stopping with nothing queued."""
+        with self._cond:
+            while not self._queue and not self._stopping:
+                self._cond.wait()
+            if not self._queue:
+                return []
+            taken, images = [], 0
+            deadline = time.perf_counter() + self.max_delay
+            while True:
+                while self._queue and (not taken or images + len(self._queue[0].x) <= self.max_batch):
+                    r = self._queue.popleft()
+                    taken.append(r)
+                    images += len(r.x)
+                    self._queued_images -= len(r.x)
+                left = deadline - time.perf_counter()
+                if images >= self.max_batch or left <= 0 or self._queue or self._stopping:
+                    return taken
+                self._cond.wait(left)
+
+    def _loop(self) -> None:
+        while True:
+            taken = self._take()
+            if not taken:
+                return
+            started = time.perf_counter()
+            try:
+                x = taken[0].x if len(taken) == 1 else np.concatenate([r.x for r in taken])
+                probs = self.run(x)
+                error = None
+            except BaseException as e:   # every request of the batch gets the error, the thread lives on
+                probs, error = None, e
+            done = time.perf_counter()
+            s = self.stats
+            s.batches += 1
+            s.requests += len(taken)
+            s.images += sum(len(r.x) for r in taken)
+            s.batch_sizes[sum(len(r.x) for r in taken)] += 1
+            s.engine_seconds += done - started
+            row = 0
+            for r in taken:
+                s.queue_seconds += started - r.queued
+                if error is not None:
+                    r.loop.call_soon_threadsafe(_settle, r.future, None, error)
+                else:
+                    r.loop.call_soon_threadsafe(_settle, r.future, probs[row:row + len(r.x)], None)
+                row += len(r.x)
+
+
+def _settle(future: asyncio.Future, value, error: Optional[BaseException]) -> None:
+    if future.done():   # the request was cancelled (its client went away, or timed out)
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
