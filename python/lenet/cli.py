@@ -174,10 +174,6 @@ def _check_usage(args) -> None:
         raise UsageError(f"--output {args.output}: the name must end in .jsonl, .json or .csv (the format)")
 
 
-class _Interrupted(Exception):
-    pass
-
-
 class _Run:
     """One invocation: the inputs streamed through the engine, each answer printed and
     written as it comes, errors counted."""
@@ -227,6 +223,20 @@ class _Run:
                 yield [lenet.Result(int(row["digit"]), np.asarray(row["probabilities"], np.float32), row["path"],
                                     row["mode"])]
 
+    def _terminate(self, signum, frame) -> None:
+        """SIGTERM: killed, so no output file, and exit 143 here, in the handler. An exception
+        raised from a signal handler lands wherever the main thread is, inside a thread
+        pool's submit or a thread's start included, and a reader thread then printed a
+        traceback; ending here runs no more Python, in any thread."""
+        if self.output is not None:
+            self.output.discard()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(143)
+
     def _stderr(self, line: str) -> None:
         if self.bar is not None:
             self.bar.write(line, file=sys.stderr)
@@ -235,8 +245,8 @@ class _Run:
 
     def run(self) -> int:
         import lenet
-        previous = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() \
-            else None
+        previous = (signal.signal(signal.SIGTERM, self._terminate)
+                    if threading.current_thread() is threading.main_thread() else None)
         inputs = _Inputs(self.args)
         self.bar = None if self.args.ray else _progress(self.args, inputs)   # Ray shows its own
         status = None
@@ -262,15 +272,6 @@ class _Run:
             status = 130
             self._stderr(f"lenet-cli: interrupted after {self.done:,} inputs"
                          + (f"; what was done is in {self.args.output}" if self.output else ""))
-        except _Interrupted:   # SIGTERM: killed, so no output file, and no interpreter shutdown
-            if self.output is not None:   # racing the reader threads (a thread mid-start prints a traceback)
-                self.output.discard()
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-            os._exit(143)
         except lenet.Error as e:
             print(f"lenet-cli: error: {e}", file=sys.stderr)
             if self.output is not None:
@@ -347,10 +348,6 @@ class _Run:
             if not self.args.quiet:
                 _print_number(number, self.args)
             self._flush(1)
-
-
-def _on_sigterm(signum, frame):
-    raise _Interrupted()
 
 
 class _Inputs:
