@@ -301,7 +301,7 @@ def main(argv=None):
             for i in range(count):
                 rng = np.random.default_rng([args.seed, len(rows)])
                 data, label, source = make(i, kind, spec, held, rng)
-                name = f"{prefix}-{kind}-{i:02d}.jpg"
+                name = f"{prefix}-{kind.removeprefix('number-')}-{i:02d}.jpg"
                 (args.out / name).write_bytes(data)
                 rows.append({"file": name, "label": label, "kind": kind, "source": source})
     with open(args.out / "manifest.csv", "w", newline="") as f:
