@@ -9,8 +9,9 @@ photo is none of that. The steps, each a function or class below:
    factor so that the longest side is at most ``WORK_SIDE`` pixels (``jpeg_reduction``
    lets the decoder do part of that for big JPEGs);
 2. ``dark_ink``, ``paper``, ``darkening``: the ink's polarity; the paper's brightness
-   under the strokes, estimated at a coarse scale; the ink as the relative darkening
-   against it, which evens out uneven lighting and contrast;
+   under the strokes, estimated at a coarse scale, then (``Page``) also by a grey
+   closing a few strokes wide, which follows the sharp edge of a shadow; the ink as
+   the relative darkening against it, which evens out uneven lighting and contrast;
 3. ``Page``: the lines of ruled or squared paper taken out (``ruled_lines``); the
    ink thresholded with hysteresis relative to its strongest strokes (paper texture
    and noise drop out), split into connected components; specks, and the edges of
@@ -93,12 +94,27 @@ def dark_ink(g: np.ndarray) -> bool:
     """Whether the ink is darker than the paper. The paper is most of the image, so
     the median is paper: on light paper the ink is dark; on a dark ground (a board, a
     dim photo) the ink is whichever extreme lies farther from the median (extremes of
-    a 3×3 median, so that single noisy pixels do not count)."""
+    a 3×3 median, so that single noisy pixels do not count) - unless what is lighter
+    is wider than a quarter of the image and covers LIGHT_PAPER of it: that is
+    paper, and the rest a shadow over the page."""
     m = cv2.medianBlur(np.clip(g, 0, 255).astype(np.uint8), 3)
     median = float(np.median(m[::2, ::2]))
-    return median >= 128 or median - float(m.min()) >= float(m.max()) - median
+    lo, hi = float(m.min()), float(m.max())
+    if median >= 128 or median - lo >= hi - median:
+        return True
+    light = (m > (median + hi) / 2).astype(np.uint8)
+    wide = cv2.morphologyEx(light, cv2.MORPH_OPEN, np.ones((max(3, max(m.shape) // 4),) * 2, np.uint8))
+    return float(np.mean(wide)) > LIGHT_PAPER
 
 
+# Light regions wider than a quarter of the image covering this much of it are paper:
+# strokes, however bold, are narrower.
+LIGHT_PAPER = 0.15
+
+
+# The closing that finds the paper beside sharp changes of light: a window CLOSING
+# strokes wide (at least CLOSING_MIN px, at most a quarter of the page).
+CLOSING, CLOSING_MIN = 4.0, 5
 # A stroke darkens the paper by at least this fraction of the brightest paper near it;
 # paper texture and JPEG noise stay well below. A region at the border darker than the
 # paper next to it by EDGE_STEP is not paper: a desk, a shadow, a bold stroke.
@@ -176,7 +192,7 @@ SPECK, SPECK_MIN = 0.015, 5
 # its box's perimeter or more is the edge of something (a desk, the paper, a shadow): a
 # band along one side has at least half, a digit cut by the border a stroke's width.
 # An image no larger than CROP_SIDE px is a crop of one digit: it has no such edges.
-EDGE_CONTACT, CROP_SIDE = 0.3, 64
+EDGE_CONTACT, CROP_SIDE = 0.2, 64
 
 
 # Ruled and squared paper. A line is ink along a straight path across at least
@@ -300,11 +316,35 @@ class Page:
 
     def __init__(self, img: np.ndarray, source: str):
         self.full = gray(img)
+        self.source = source
         g, self.n = shrink(self.full)
         self.dark = dark_ink(g)
         p = g if self.dark else 255 - g
         bg = cv2.GaussianBlur(paper(_coarse(p)), (0, 0), 1.0)
-        self.paper = cv2.resize(bg, (p.shape[1], p.shape[0]), interpolation=cv2.INTER_LINEAR)
+        coarse = cv2.resize(bg, (p.shape[1], p.shape[0]), interpolation=cv2.INTER_LINEAR)
+        self._threshold(p, coarse)
+        # The coarse paper cannot follow a sharp change of light (the edge of a shadow
+        # across the page): beside it, bare paper reads as ink. A grey closing follows
+        # such a step exactly and fills every stroke narrower than its window, so the
+        # paper is also taken as the closing with a window a few strokes wide (the
+        # strokes measured on the first pass), wherever that is darker.
+        # With no stroke apart from such edges (a digit merged with one), the window
+        # is as wide as it may be. A crop of one digit (CROP_SIDE) has no such light;
+        # where the closing leaves no ink at all, the first pass stands.
+        if max(self.full.shape) <= CROP_SIDE:
+            return
+        width = self._stroke_width()
+        k = int(np.clip(CLOSING * (width or np.inf), CLOSING_MIN, max(p.shape) / 4)) | 1
+        closed = cv2.morphologyEx(p, cv2.MORPH_CLOSE, cv2.getStructuringElement(cv2.MORPH_RECT, (k, k)))
+        first = dict(vars(self))
+        try:
+            self._threshold(p, np.minimum(coarse, cv2.GaussianBlur(closed, (0, 0), 1.0)))
+        except InputError:
+            vars(self).update(first)
+
+    def _threshold(self, p: np.ndarray, ground: np.ndarray) -> None:
+        """The ink of ``p`` against paper ``ground``, thresholded into strokes."""
+        self.paper = ground
         self.ink = darkening(self.paper, p)
         # The noise (sensor, paper texture, JPEG): ink only darkens, so what lies
         # lighter than the paper is noise, the mirror of the noise that darkens; its
@@ -324,7 +364,7 @@ class Page:
             smooth[lines] = 0
         peak = float(smooth.max())
         if peak < max(NO_INK, NOISE * noise):  # paper texture, JPEG noise and lighting stay below
-            raise InputError(f"{source}: no digit found (no ink darker or lighter than the paper)")
+            raise InputError(f"{self.source}: no digit found (no ink darker or lighter than the paper)")
         low, high = self.ink > LOW * peak, smooth > HIGH * peak
         count, self.labels, stats, _ = cv2.connectedComponentsWithStats(low.astype(np.uint8), connectivity=8)
         strong = np.bincount(self.labels[high], minlength=count) > 0
@@ -334,7 +374,18 @@ class Page:
         self.edge = self._edges(count)
         self.side = np.maximum(self.boxes[:, 2], self.boxes[:, 3])
         self.min_digit = max(SPECK_MIN, SPECK * max(low.shape))
-        self.source = source
+
+    def _stroke_width(self) -> Optional[float]:
+        """The strokes' width in working pixels: that of the largest component that
+        may be a digit (twice its area over its perimeter); None when there is none."""
+        ok = (self.area > 0) & ~self.edge & (self.side >= self.min_digit)
+        if not ok.any():
+            return None
+        i = int(np.argmax(np.where(ok, self.area, 0)))
+        x, y, w, h = self.boxes[i]
+        mask = (self.labels[y:y + h, x:x + w] == i).astype(np.uint8)
+        contours, _ = cv2.findContours(mask, cv2.RETR_LIST, cv2.CHAIN_APPROX_NONE)
+        return 2 * float(mask.sum()) / max(sum(cv2.arcLength(c, True) for c in contours), 1.0)
 
     def _edges(self, count: int) -> np.ndarray:
         """Per label: whether it is the edge of something at the image's border (a

@@ -183,7 +183,9 @@ def photograph(alpha, rng, spec, size, digit_height):
     w, h = size
     page, light = paper(h, w, rng, spec)
     ah, aw = alpha.shape
-    x0, y0 = int(rng.integers(8, max(9, w - aw - 8))), int(rng.integers(8, max(9, h - ah - 8)))
+    m = 0.2 if "tilt" in spec else 0.03  # a tilted camera crops the corners: keep the digit in the middle
+    x0 = int(rng.integers(int(m * w) + 4, max(int(m * w) + 5, int((1 - m) * w) - aw - 4)))
+    y0 = int(rng.integers(int(m * h) + 4, max(int(m * h) + 5, int((1 - m) * h) - ah - 4)))
     cover = np.zeros((h, w), np.float32)
     cover[y0:y0 + ah, x0:x0 + aw] = alpha[:h - y0, :w - x0]
     if "ruling" in spec:
@@ -262,8 +264,8 @@ def number(i, kind, spec, held, rng):
             sources.append(name)
             patches.append(glyph_alpha(name, digit_height * rng.uniform(0.92, 1.08), width, rng))
     touch = set(rng.choice(n - 1, max(1, (n - 1) // 3), replace=False)) if spec.get("touching") else set()
-    gaps = [(-round(rng.uniform(0.04, 0.12) * digit_height) if j in touch else round(rng.uniform(0.15, 0.45) * digit_height))
-            for j in range(n - 1)] + [0]
+    gaps = [-round(rng.uniform(0.04, 0.12) * digit_height) if j in touch
+            else round(rng.uniform(0.15, 0.45) * digit_height) for j in range(n - 1)] + [0]
     tops = [round(rng.uniform(0, 0.08) * digit_height) for _ in patches]
     row = np.zeros((max(t + p.shape[0] for t, p in zip(tops, patches)) + round(0.4 * digit_height),
                     sum(p.shape[1] for p in patches) + sum(gaps) + 4), np.float32)

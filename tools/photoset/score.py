@@ -75,7 +75,8 @@ def report(name, s, unsure):
              "| kind | right |", "|---|---:|"]
     for kind, (ok, n) in list(by_kind(singles).items()) + list(by_kind(s["numbers"]).items()):
         lines.append(f"| {kind} | {ok}/{n} |")
-    wrong = [f"{f}: {label} read as {read} ({c:.3f})" for _, label, read, c, f in singles + s["numbers"] if label != read]
+    wrong = [f"{f}: {label} read as {read} ({c:.3f})"
+             for _, label, read, c, f in singles + s["numbers"] if label != read]
     return "\n".join(lines + ["", "misread:"] + ["  " + w for w in wrong])
 
 

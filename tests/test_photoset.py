@@ -1,0 +1,46 @@
+"""The photo-like test set (tests/data/photoset, made by tools/photoset/make.py from
+held-out MNIST *training* digits and stroke glyphs): the default model through the
+photo path must keep what the issue-21 changes gained on it. Scored by the same code
+as tools/photoset/score.py; the per-kind table is printed (-s)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import lenet
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "photoset"))
+import score  # noqa: E402
+
+SET = Path(__file__).resolve().parent / "data" / "photoset"
+# Measured at the commit that set them (lenet5): 211/220 single digits, 20/40 numbers;
+# before the shadow-aware paper and polarity, 195/220 and 14/40.
+MIN_SINGLES, MIN_NUMBERS = 0.94, 18
+
+
+@pytest.fixture(scope="module")
+def scored():
+    return score.score(lenet.Engine("lenet5", device="cpu"), SET)
+
+
+def test_single_digits_and_numbers(scored):
+    print("\n" + score.report("lenet5", scored, 0.6))
+    singles = scored["singles"]
+    right = sum(label == read for _, label, read, *_ in singles)
+    numbers = sum(label == read for _, label, read, *_ in scored["numbers"])
+    assert len(singles) == 220 and len(scored["numbers"]) == 40
+    assert right / len(singles) >= MIN_SINGLES
+    assert numbers >= MIN_NUMBERS
+
+
+def test_every_kind_mostly_read(scored):
+    # Single digits: no kind of image may fall back to the failures the issue names
+    # (pencil under a shadow read 3 of 20 before).
+    for kind, (ok, n) in score.by_kind(scored["singles"]).items():
+        assert ok >= 0.85 * n, f"{kind}: {ok}/{n}"
+
+
+def test_pencil_numbers_under_a_shadow(scored):
+    ok, n = score.by_kind(scored["numbers"])["number-pencil-shadow"]
+    assert ok >= n // 2, f"{ok}/{n}"
