@@ -5,8 +5,8 @@ import pytest
 
 import lenet
 
-# The README's accuracy table; the default model must reach 98%.
-MIN_ACCURACY = {"lenet5": 0.98, "lenet-keras": 0.97, "lenet-tf": 0.97}
+# The README's accuracy table: lenet5 (retrained on the full training set, issue 21) must reach 99.4%.
+MIN_ACCURACY = {"lenet5": 0.994, "lenet-keras": 0.97, "lenet-tf": 0.97}
 
 
 @pytest.mark.parametrize("name", lenet.SHIPPED_MODELS)

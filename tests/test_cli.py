@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import cv2
+import numpy as np
 import pytest
 
 from conftest import REPO
@@ -41,6 +42,29 @@ def test_json_and_top_k():
     assert rec["digit"] == 7 and len(rec["top"]) == 3 and len(rec["probabilities"]) == 10
     assert rec["top"][0]["digit"] == 7
     assert abs(sum(rec["probabilities"]) - 1) < 1e-4
+
+
+def test_unsure_below(tmp_path):
+    # An ambiguous image (half a 1, half a 7, blended): below the threshold it is
+    # "unsure", in text and JSON; a clear example is not; with --digits, '?'.
+    one, seven = (cv2.imread(str(EXAMPLES[d]), cv2.IMREAD_GRAYSCALE).astype(np.float32) for d in (1, 7))
+    blend = tmp_path / "blend.png"
+    cv2.imwrite(str(blend), (0.5 * one + 0.5 * seven).astype(np.uint8))
+    probe = json.loads(cli("--json", "--device", "cpu", blend).stdout)
+    threshold = min(1.0, probe["confidence"] + 0.01)
+    out = cli("--unsure-below", threshold, "--device", "cpu", blend, EXAMPLES[3])
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert re.fullmatch(rf".+blend\.png: unsure \(perhaps {probe['digit']}, \d+\.\d%\)", lines[0]), lines[0]
+    assert re.fullmatch(r".+digit-3\.png: 3 \(\d+\.\d%\)", lines[1]), lines[1]
+    recs = [json.loads(line) for line in cli("--json", "--unsure-below", threshold, "--device", "cpu", blend,
+                                              EXAMPLES[3]).stdout.splitlines()]
+    assert [r["unsure"] for r in recs] == [True, False]
+    assert "unsure" not in probe  # only when asked
+    number = cli("--digits", "--unsure-below", 1.0, "--device", "cpu", EXAMPLES[3])
+    assert number.returncode == 0 and ": ? (" in number.stdout, number.stdout + number.stderr
+    bad = cli("--unsure-below", 1.5, EXAMPLES[3])
+    assert bad.returncode != 0 and "--unsure-below must be between 0 and 1" in bad.stderr
 
 
 def test_bad_files_are_reported_and_the_rest_classified(tmp_path):
