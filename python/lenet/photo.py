@@ -12,9 +12,10 @@ photo is none of that. The steps, each a function or class below:
    under the strokes, estimated at a coarse scale, then (``Page``) also by a grey
    closing a few strokes wide, which follows the sharp edge of a shadow; the ink as
    the relative darkening against it, which evens out uneven lighting and contrast;
-3. ``Page``: the lines of ruled or squared paper taken out (``ruled_lines``); the
-   ink thresholded with hysteresis relative to its strongest strokes (paper texture
-   and noise drop out), split into connected components; specks, and the edges of
+3. ``Page``: the lines of ruled or squared paper taken out (``ruled_lines``), and
+   underlines (``underlines``); the ink thresholded with hysteresis relative to its
+   strongest strokes (paper texture and noise drop out), split into connected
+   components; specks, and the edges of
    the paper, a desk or a shadow at the image's border, are set apart;
 4. ``find_digit``: the largest component and the components beside it (a broken
    stroke); or, for a number, ``find_number``: every digit left to right, broken
@@ -299,6 +300,35 @@ def ruled_lines(ink: np.ndarray, threshold: float) -> Optional[np.ndarray]:
     return lines & ~((above & below) | (left & right))
 
 
+# An underline (or a dash, a crossing-out) is a horizontal run of ink UNDERLINE times
+# longer than the ink's usual height (the median height of its components that are
+# taller than wide: digits), no taller than UNDERLINE_THICK of that height; a digit's
+# own bars (a 7's, a 2's foot) are shorter.
+UNDERLINE, UNDERLINE_THICK = 1.4, 0.3
+
+
+def underlines(ink: np.ndarray, stats: np.ndarray) -> Optional[np.ndarray]:
+    """A bool mask of the underlines in binary ``ink`` (components ``stats``), or None."""
+    w, h = stats[1:, 2], stats[1:, 3]
+    upright = h[(h >= w) & (h >= 5)]
+    if upright.size == 0:
+        return None
+    height = float(np.median(upright))
+    length = int(UNDERLINE * height)
+    if length >= ink.shape[1]:
+        return None
+    b = ink.astype(np.uint8)
+    runs = cv2.morphologyEx(b, cv2.MORPH_OPEN, np.ones((1, length), np.uint8))
+    if not runs.any():
+        return None
+    # Only thin runs: where the run's ink, taken whole, is a band at most UNDERLINE_THICK tall.
+    thick = max(2, int(UNDERLINE_THICK * height))
+    band = runs & ~cv2.morphologyEx(runs, cv2.MORPH_OPEN, np.ones((thick + 1, 1), np.uint8))
+    if not band.any():
+        return None
+    return cv2.dilate(band, np.ones((3, 1), np.uint8)).astype(bool) & ink
+
+
 class Page:
     """One image analysed: its ink and the ink's strokes.
 
@@ -367,6 +397,12 @@ class Page:
             raise InputError(f"{self.source}: no digit found (no ink darker or lighter than the paper)")
         low, high = self.ink > LOW * peak, smooth > HIGH * peak
         count, self.labels, stats, _ = cv2.connectedComponentsWithStats(low.astype(np.uint8), connectivity=8)
+        rules = underlines(low, stats)
+        if rules is not None:
+            self.ink[rules] = 0
+            low &= ~rules
+            high &= ~rules
+            count, self.labels, stats, _ = cv2.connectedComponentsWithStats(low.astype(np.uint8), connectivity=8)
         strong = np.bincount(self.labels[high], minlength=count) > 0
         strong[0] = False
         self.boxes = stats[:, :4]
