@@ -79,9 +79,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="write the 28x28 image the network received, per input (with --digits, per digit)")
     p.add_argument("--top-k", type=int, default=1, metavar="K", help="also show the K most probable digits")
     p.add_argument("--unsure-below", type=float, default=0.0, metavar="P",
-                   help="say 'unsure' for a digit whose confidence is below P (0..1; the shipped models' confidences are "
-                        "calibrated on held-out MNIST digits: read at 0.6, a digit is right about 60%% of the time); "
-                        "with --digits, such digits print as '?'. Default 0: never")
+                   help="say 'unsure' for a digit whose confidence is below P (0..1; the shipped models' "
+                        "confidences are calibrated on held-out MNIST digits: read at 0.6, a digit is right about "
+                        "60%% of the time); with --digits, such digits print as '?'. Default 0: never")
     p.add_argument("--json", action="store_true", help="print one JSON object per image (JSON lines)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="also write the results to FILE: JSON lines (.jsonl, .json) or CSV (.csv), atomically")
