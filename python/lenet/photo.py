@@ -413,15 +413,13 @@ class Page:
 
     def _stroke_width(self) -> Optional[float]:
         """The strokes' width in working pixels: that of the largest component that
-        may be a digit (twice its area over its perimeter); None when there is none."""
+        may be a digit (``stroke_width``); None when there is none."""
         ok = (self.area > 0) & ~self.edge & (self.side >= self.min_digit)
         if not ok.any():
             return None
         i = int(np.argmax(np.where(ok, self.area, 0)))
         x, y, w, h = self.boxes[i]
-        mask = (self.labels[y:y + h, x:x + w] == i).astype(np.uint8)
-        contours, _ = cv2.findContours(mask, cv2.RETR_LIST, cv2.CHAIN_APPROX_NONE)
-        return 2 * float(mask.sum()) / max(sum(cv2.arcLength(c, True) for c in contours), 1.0)
+        return stroke_width(self.labels[y:y + h, x:x + w] == i)
 
     def _edges(self, count: int) -> np.ndarray:
         """Per label: whether it is the edge of something at the image's border (a

@@ -19,14 +19,10 @@ import numpy as np
 
 import lenet
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
+from mnist_split import expected_calibration_error  # noqa: E402
+
 DEFAULT_SET = Path(__file__).resolve().parents[2] / "tests" / "data" / "photoset"
-
-
-def expected_calibration_error(confidence, right, bins=15):
-    edges = np.linspace(0, 1, bins + 1)
-    which = np.clip(np.digitize(confidence, edges[1:-1]), 0, bins - 1)
-    return float(sum(abs(right[which == k].mean() - confidence[which == k].mean()) * np.mean(which == k)
-                     for k in range(bins) if np.any(which == k)))
 
 
 def score(engine, directory):

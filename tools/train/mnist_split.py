@@ -1,6 +1,7 @@
 """The MNIST training set and its held-out split, shared by the tools that must agree
-on which training digits were never trained on (train.py, ../photoset/make.py).
-No TensorFlow here: the photo-set tool must not need it."""
+on which training digits were never trained on (train.py, ../photoset/make.py), and
+the calibration measure they all report (train.py, report.py, ../photoset/score.py).
+No TensorFlow here: the photo-set tools must not need it."""
 
 import os
 from pathlib import Path
@@ -56,3 +57,12 @@ def held_out_digits(seed=0, mnist_dir=None):
     x, y = load_idx_pair(mnist_dir, "train")
     _, held = stratified_split(y, HELD_OUT_PER_CLASS, np.random.default_rng(seed))
     return x[held], y[held], held
+
+
+def expected_calibration_error(confidence, right, bins=15):
+    """ECE: the mean |accuracy - confidence| over equal-width confidence bins, weighted
+    by their share of the answers; ``confidence`` and ``right`` (bool) per answer."""
+    edges = np.linspace(0, 1, bins + 1)
+    which = np.clip(np.digitize(confidence, edges[1:-1]), 0, bins - 1)
+    return float(sum(abs(right[which == k].mean() - confidence[which == k].mean()) * np.mean(which == k)
+                     for k in range(bins) if np.any(which == k)))

@@ -17,10 +17,7 @@ import numpy as np
 import lenet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mnist_split import default_mnist_dir, load_idx_pair  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "photoset"))
-from score import expected_calibration_error  # noqa: E402
+from mnist_split import default_mnist_dir, expected_calibration_error, load_idx_pair  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -52,8 +52,8 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mnist_split import (HELD_OUT_PER_CLASS, SIDE, default_mnist_dir, load_idx_pair,  # noqa: E402
-                         stratified_split)
+from mnist_split import (HELD_OUT_PER_CLASS, SIDE, default_mnist_dir,  # noqa: E402
+                         expected_calibration_error, load_idx_pair, stratified_split)
 
 MODELS = ("lenet5", "lenet-keras", "lenet-tf")
 INPUT_SCALE = np.float64(1 / 255)
@@ -270,10 +270,6 @@ def probabilities(model, x):
     return model.predict(x, batch_size=1000, verbose=0).astype(np.float64)
 
 
-def accuracy(model, x, y):
-    return float(np.mean(probabilities(model, x).argmax(1) == y))
-
-
 # ---------------------------------------------------------------- checkpoints
 
 
@@ -359,13 +355,8 @@ def train(name, epochs, data, seed, checkpoints, source):
 # ---------------------------------------------------------------- calibration
 
 
-def expected_calibration_error(p, y, bins=15):
-    """ECE: the mean |accuracy - confidence| over equal-width confidence bins, weighted by size."""
-    conf, right = p.max(1), p.argmax(1) == y
-    edges = np.linspace(0, 1, bins + 1)
-    which = np.clip(np.digitize(conf, edges[1:-1]), 0, bins - 1)
-    return float(sum(abs(right[which == k].mean() - conf[which == k].mean()) * np.mean(which == k)
-                     for k in range(bins) if np.any(which == k)))
+def calibration_error(p, y):
+    return expected_calibration_error(p.max(1), p.argmax(1) == y)
 
 
 def fit_temperature(p, y):
@@ -400,7 +391,7 @@ def calibrate(model, x, y):
     kernel, bias = last.get_weights()
     last.set_weights([kernel / np.float32(t), bias / np.float32(t)])
     after = probabilities(model, x)
-    return t, expected_calibration_error(before, y), expected_calibration_error(after, y)
+    return t, calibration_error(before, y), calibration_error(after, y)
 
 
 def save(model, path, attrs):
@@ -486,7 +477,7 @@ def main(argv=None):
         if test is not None:
             p = probabilities(model, test[0])
             attrs["lenet_test_accuracy"] = np.float64(np.mean(p.argmax(1) == test[1]))
-            attrs["lenet_test_ece"] = np.float64(expected_calibration_error(p, test[1]))
+            attrs["lenet_test_ece"] = np.float64(calibration_error(p, test[1]))
             line += f", test {attrs['lenet_test_accuracy']:.4f} (ECE {attrs['lenet_test_ece']:.4f})"
         path = args.out / f"{name}.h5"
         save(model, path, attrs)
