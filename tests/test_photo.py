@@ -256,6 +256,44 @@ def test_a_blank_page_has_no_digit(engine, blank):
         engine.read_number(img)
 
 
+def shadow(size=(300, 300), slant=0.25, at=0.45, depth=0.55, blur=4.0):
+    """A lighting field (h, w): full light left of a slanted line across the page,
+    `depth` of it right of the line, the step blurred by `blur` px (a lamp's shadow)."""
+    h, w = size
+    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
+    step = (xx > at * w + slant * (yy - h / 2)).astype(np.float32)
+    return 1 - (1 - depth) * cv2.GaussianBlur(step, (0, 0), blur)
+
+
+@pytest.mark.parametrize("slant", [-0.3, 0.0, 0.25])
+def test_the_edge_of_a_shadow_across_a_blank_page_is_no_digit(engine, slant):
+    """A shadow's edge across the page, whole or cut by the noise into pieces at the
+    border, is a band with darker paper on one side: not a 1 (it was read as one at
+    99.99%)."""
+    rng = np.random.default_rng(2)
+    img = page(np.zeros((1, 1), np.float32), size=(300, 300), light=shadow(slant=slant))
+    img = encode(np.clip(img + rng.normal(0, 2, img.shape), 0, 255).astype(np.uint8), ".jpg")
+    with pytest.raises(lenet.InputError, match="no digit found"):
+        engine.infer(img, mode="photo")
+
+
+def test_a_digit_on_the_edge_of_a_shadow_is_read(engine):
+    """A digit across the shadow's edge, touching the border, keeps its strokes: it is
+    not a band (its loop makes two runs of ink across most rows)."""
+    alpha = np.zeros((300, 300), np.float32)
+    zero = ink_of(0, 110)
+    alpha[190:300, 120:120 + zero.shape[1]] = zero  # cut by the bottom border
+    img = page(alpha, size=(300, 300), at=(0, 0), light=shadow(slant=0.0, at=0.5))
+    assert engine.infer(img, mode="photo").digit == 0
+
+
+def test_faint_ballpoint_is_read(engine):
+    """Pale blue ink darkening the paper by 13% (it was 'no digit found' below 15%)."""
+    img = page(ink_of(3, 100), size=(300, 300), at=(100, 110), ink=(200, 205, 225))
+    assert 0.1 < 1 - cv2.cvtColor(img, cv2.COLOR_RGB2GRAY).min() / 240 < 0.15
+    assert engine.infer(img, mode="photo").digit == 3
+
+
 def test_blank_photo_like_pages_have_no_digit(engine):
     """Photos with the desk beside the page, scans, drawings and boards with nothing
     on them (photo_fixtures): no digit, whether read as a digit or as a number."""

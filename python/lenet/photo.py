@@ -116,19 +116,47 @@ LIGHT_PAPER = 0.15
 # The closing that finds the paper beside sharp changes of light: a window CLOSING
 # strokes wide (at least CLOSING_MIN px, at most a quarter of the page).
 CLOSING, CLOSING_MIN = 4.0, 5
-# A stroke darkens the paper by at least this fraction of the brightest paper near it;
-# paper texture and JPEG noise stay well below. A region at the border darker than the
-# paper next to it by EDGE_STEP is not paper: a desk, a shadow, a bold stroke.
-STROKE_CONTRAST, EDGE_STEP = 0.15, 0.2
+# A stroke darkens the paper by at least this fraction of the brightest paper near it
+# (pale blue ballpoint under a lamp: 0.12-0.15); paper texture and JPEG noise stay well
+# below. On a dark image (a board, a dim photo; its median below 128) ink must stand
+# out by DIM_CONTRAST: relative to a dark ground the noise is larger, and chalk dust
+# smudges a board (at 0.12, 2 of 180 blank boards of photo_fixtures gave a digit). A
+# region at the border darker than the paper next to it by EDGE_STEP is not paper: a
+# desk, a shadow, a bold stroke.
+STROKE_CONTRAST, DIM_CONTRAST, EDGE_STEP = 0.12, 0.15, 0.2
+# A component at the border that is a single run of ink across it in this share of its
+# rows is a band (a line, a shadow's edge), not a digit with loops or forks.
+BAND = 0.9
+# A band that spans the page from one side to the opposite one, on a page at least
+# ACROSS times as wide (tall) as the band is long, is no digit: no tight crop of a 1.
+ACROSS = 0.6
 # A page where more than this fraction is strokes at the coarse scale is lined (a
 # digit alone covers a few percent).
 LINED = 0.1
 
 
-def paper(c: np.ndarray) -> np.ndarray:
-    """The paper's brightness under coarse image ``c`` (dark ink): the strokes are
-    found by their darkening against a max filter 1/16 of the image wide, masked out
-    with whatever they enclose, and inpainted from the paper around them.
+def _strokes(c: np.ndarray, contrast: float, k: int) -> np.ndarray:
+    """uint8 0/1: where coarse image ``c`` is darker than its brightest paper within
+    ``k`` px by ``contrast`` of it."""
+    bright = cv2.dilate(c, cv2.getStructuringElement(cv2.MORPH_RECT, (k, k)))
+    return ((bright - c) > contrast * np.maximum(bright, 32)).astype(np.uint8)
+
+
+def stroke_contrast(c: np.ndarray) -> float:
+    """The least darkening that is ink on coarse image ``c`` (dark ink):
+    STROKE_CONTRAST, or DIM_CONTRAST on a dim page or a ruled one (where the faint
+    stretches of its lines, left in pieces, would be read as strokes)."""
+    if np.median(c) < 128:
+        return DIM_CONTRAST
+    lined = _strokes(c, STROKE_CONTRAST, max(3, max(c.shape) // 16 | 1)).mean() > LINED
+    return DIM_CONTRAST if lined else STROKE_CONTRAST
+
+
+def paper(c: np.ndarray, contrast: float = STROKE_CONTRAST) -> np.ndarray:
+    """The paper's brightness under coarse image ``c`` (dark ink): the strokes
+    (darker than the paper by ``contrast`` of it) are found by their darkening
+    against a max filter 1/16 of the image wide, masked out with whatever they
+    enclose, and inpainted from the paper around them.
 
     A stroke wider than the filter shows only its outline; so does a desk or a
     shadow along the border. What the outlines enclose, alone or with the border,
@@ -138,15 +166,13 @@ def paper(c: np.ndarray) -> np.ndarray:
     stroke cut by the border, a desk) - not a pocket of paper between a digit and
     the border, which is as light as the paper around it."""
     k = max(3, max(c.shape) // 16 | 1)
-    bright = cv2.dilate(c, cv2.getStructuringElement(cv2.MORPH_RECT, (k, k)))
-    strokes = ((bright - c) > STROKE_CONTRAST * np.maximum(bright, 32)).astype(np.uint8)
+    strokes = _strokes(c, contrast, k)
     if strokes.mean() > LINED:
         # So many strokes are the lines of ruled or squared paper: lines thinner than
         # 3 px here are closed over (the paper under them is the paper beside them),
         # or the inpainting would have little paper left to go by.
         c = cv2.morphologyEx(c, cv2.MORPH_CLOSE, np.ones((3, 3), np.uint8))
-        bright = cv2.dilate(c, cv2.getStructuringElement(cv2.MORPH_RECT, (k, k)))
-        strokes = ((bright - c) > STROKE_CONTRAST * np.maximum(bright, 32)).astype(np.uint8)
+        strokes = _strokes(c, contrast, k)
     strokes = cv2.dilate(strokes, np.ones((3, 3), np.uint8))  # the strokes' blurred edges
     count, regions, stats, _ = cv2.connectedComponentsWithStats(1 - strokes, connectivity=4)
     if count > 2:
@@ -181,7 +207,9 @@ def darkening(ground: np.ndarray, p: np.ndarray) -> np.ndarray:
 # Hysteresis, relative to the darkest ink of the page (its peak): a stroke is ink
 # above LOW connected to ink above HIGH somewhere. LOW keeps a fainter digit beside a
 # darker one, and a stroke's soft edges; HIGH keeps texture and noise from starting one.
-NO_INK, LOW, HIGH = 0.15, 0.25, 0.4
+# A page whose darkest ink darkens the paper by less than the stroke contrast has none
+# (STROKE_CONTRAST, DIM_CONTRAST: at 0.15, faint blue ballpoint read as blank).
+LOW, HIGH = 0.25, 0.4
 # The darkest ink must also stand this many standard deviations of the noise above
 # the paper: the 3×3 median's peak over a page of pure noise reaches about 3.
 NOISE = 6
@@ -350,7 +378,10 @@ class Page:
         g, self.n = shrink(self.full)
         self.dark = dark_ink(g)
         p = g if self.dark else 255 - g
-        bg = cv2.GaussianBlur(paper(_coarse(p)), (0, 0), 1.0)
+        self._gray = p
+        c = _coarse(p)
+        self.contrast = stroke_contrast(c if self.dark else 255 - c)
+        bg = cv2.GaussianBlur(paper(c, self.contrast), (0, 0), 1.0)
         coarse = cv2.resize(bg, (p.shape[1], p.shape[0]), interpolation=cv2.INTER_LINEAR)
         self._threshold(p, coarse)
         # The coarse paper cannot follow a sharp change of light (the edge of a shadow
@@ -388,12 +419,12 @@ class Page:
         smooth = cv2.medianBlur(self.ink, 3)
         # Ruled or squared paper: its lines are taken out first (they may be darker
         # than the digit, and they join everything written on them).
-        lines = ruled_lines(self.ink, min(NO_INK, LOW * float(smooth.max())))
+        lines = ruled_lines(self.ink, min(self.contrast, LOW * float(smooth.max())))
         if lines is not None:
             self.ink[lines] = 0
             smooth[lines] = 0
         peak = float(smooth.max())
-        if peak < max(NO_INK, NOISE * noise):  # paper texture, JPEG noise and lighting stay below
+        if peak < max(self.contrast, NOISE * noise):  # paper texture, JPEG noise and lighting stay below
             raise InputError(f"{self.source}: no digit found (no ink darker or lighter than the paper)")
         low, high = self.ink > LOW * peak, smooth > HIGH * peak
         count, self.labels, stats, _ = cv2.connectedComponentsWithStats(low.astype(np.uint8), connectivity=8)
@@ -435,7 +466,50 @@ class Page:
                    + np.bincount(labels[1:-1, 0], minlength=count) + np.bincount(labels[1:-1, -1], minlength=count))
         edge = contact >= EDGE_CONTACT * 2 * (self.boxes[:, 2] + self.boxes[:, 3])
         edge[0] = False
+        # A band (a line, a shadow's edge) that reaches the border is the edge of
+        # something when it crosses the page (a ruled line not found as one, a fold) or
+        # when the paper on its two sides differs (a shadow's edge, whole or in pieces).
+        border = np.zeros(count, bool)
+        border[np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])] = True
+        border[0] = False
+        for i in np.nonzero(border & ~edge & (np.maximum(self.boxes[:, 2], self.boxes[:, 3]) >= 3))[0]:
+            sides = self._band_sides(i)
+            if sides is not None:
+                x, y, bw, bh = self.boxes[i]
+                crosses = (bh == h and bh * ACROSS <= w) if bh >= bw else (bw == w and bw * ACROSS <= h)
+                edge[i] = crosses or min(sides) <= (1 - EDGE_STEP) * max(sides)
         return edge
+
+    def _band_sides(self, label: int) -> Optional[tuple[float, float]]:
+        """For component ``label``, if it is a band (a single run of ink across it in
+        BAND of its rows, where a digit's loops and forks make two or more): the
+        median paper beside it, within its own width, on its two sides (left and
+        right of a tall one, above and below a wide one); else None."""
+        x, y, w, h = self.boxes[label]
+        mine = self.labels == label
+        p, ink = self._gray, self.labels > 0
+        if w > h:  # above and below: the same as left and right, transposed
+            mine, p, ink, (x, y, w, h) = mine.T, p.T, ink.T, (y, x, h, w)
+        inside = mine[y:y + h, x:x + w]
+        has = inside.any(axis=1)
+        runs = np.count_nonzero(np.diff(inside.astype(np.int8), axis=1) == 1, axis=1) + inside[:, 0]
+        if np.mean(runs[has] == 1) < BAND:
+            return None
+        rows = np.arange(y, y + h)
+        left = x + np.argmax(inside, axis=1)
+        right = x + w - 1 - np.argmax(inside[:, ::-1], axis=1)
+        d = max(3, int(w))
+        sides = []
+        for start, step in ((left, -1), (right, 1)):
+            cols = start[:, None] + step * np.arange(1, d + 1)[None, :]
+            ok = has[:, None] & (cols >= 0) & (cols < p.shape[1])
+            r, c = np.broadcast_to(rows[:, None], cols.shape)[ok], cols[ok]
+            paper = ~ink[r, c]
+            # Against the image's border there is no paper on that side: as its other.
+            sides.append(float(np.median(p[r[paper], c[paper]])) if paper.any() else None)
+        if sides[0] is None and sides[1] is None:
+            return None
+        return (sides[0] if sides[0] is not None else sides[1], sides[1] if sides[1] is not None else sides[0])
 
     def ink_labels(self) -> np.ndarray:
         """The labels that may be digits or parts of one (at least 3 px, not an
@@ -624,6 +698,19 @@ def to_mnist(img: np.ndarray, source: str = "<array>") -> np.ndarray:
 ASPECT = np.array([[0.93, 0.49, 0.97, 0.84, 0.82, 0.99, 0.74, 0.81, 0.79, 0.71],
                    [0.16, 0.20, 0.21, 0.15, 0.16, 0.23, 0.16, 0.17, 0.17, 0.14]])
 SLANT = 1.3  # handwriting is more slanted and rotated than MNIST: its spread of widths is wider
+# Ink per class: the sum of a digit's frame (``frame``: strokes at MNIST's median width,
+# in the 20-px box) over 255, mean and standard deviation, measured on 4,000 MNIST
+# training digits drawn by ``to_mnist``. Two touching digits read as one have about
+# twice a digit's stroke length in one box (the network, which never saw a pair, may
+# still be sure of them); a fragment of a digit has too little. Handwriting's spread is
+# wider than MNIST's by INK_SPREAD.
+INK = np.array([[118.9, 55.0, 104.8, 105.3, 90.1, 101.3, 98.8, 83.7, 110.1, 93.4],
+                [14.3, 8.3, 17.2, 16.7, 14.0, 20.1, 17.4, 13.8, 17.3, 15.2]])
+INK_SPREAD = 1.3
+# Each digit's width, height and ink are scored as -z²/2, which costs a perfectly usual
+# digit 1/2 per term on average: a reading of more digits would pay it more often (two
+# touching digits read as one, a wide one, pay once). DIGIT_BONUS gives it back.
+DIGIT_BONUS = 1.5
 # A digit less tall than SHORT is suspect (a fragment), one taller than TALL too (a
 # digit with a stray mark): beyond them its odds fall as a normal of sd 0.1.
 SHORT, TALL = 0.9, 1.15
@@ -770,8 +857,9 @@ def _choose(pieces: list[Part], sides: np.ndarray, runs: list[_Run], probs: np.n
         _, _, w, h = r.box
         z = (w / h - ASPECT[0, c]) / (SLANT * ASPECT[1, c])
         odd = max(0.0, SHORT - h / height, h / height - TALL) / 0.1
-        score[r.i, r.j] = (float(np.log(max(pk[c], 1e-30))) - z * z / 2 - odd * odd / 2
-                           + (r.components - 1) * np.log(BROKEN), k)
+        ink = (float(r.frame.sum()) / 255 - INK[0, c]) / (INK_SPREAD * INK[1, c])
+        score[r.i, r.j] = (float(np.log(max(pk[c], 1e-30))) - z * z / 2 - odd * odd / 2 - ink * ink / 2
+                           + (r.components - 1) * np.log(BROKEN) + DIGIT_BONUS, k)
     # boundary[i]: the log odds of a digit boundary before piece i, for each component on both sides.
     boundary = [0.0] * (n + 1)
     last: dict[int, Part] = {}  # per component, its last piece before i
