@@ -90,6 +90,28 @@ def test_bad_requests_get_a_clear_error(client, headers, body, status, text):
     assert r.status_code == status and text in r.json()["error"], (r.status_code, r.text)
 
 
+@pytest.mark.parametrize("query, text", [("top_k=0", "top_k must be in 1..10"), ("top_k=abc", "an integer"),
+                                         ("top_k=2.5", "an integer"), ("image=maybe", "true or false")])
+def test_a_bad_query_gets_a_clear_error(client, query, text):
+    r = client.post(f"/v1/classify?{query}", content=EXAMPLES[7].read_bytes(), headers={"Content-Type": "image/png"})
+    assert r.status_code == 422 and text in r.json()["error"], r.text
+
+
+def test_small_images_on_the_event_loop_and_big_ones_on_threads_answer_alike(client, engine):
+    """A 28x28 PNG is prepared on the event loop, a photo on a worker thread
+    (app.INLINE_PIXELS); both give the engine's own answer."""
+    from lenet.serve import app as serve_app
+    small = EXAMPLES[3].read_bytes()
+    big = cv2.imencode(".png", 255 - cv2.resize(cv2.imread(str(EXAMPLES[3]), cv2.IMREAD_GRAYSCALE), (200, 200)))[1]
+    assert serve_app._small([small]) and not serve_app._small([big.tobytes()])
+    assert not serve_app._small([b"not an image"])   # left to the worker, which names the error
+    for data in (small, big.tobytes()):
+        j = client.post("/v1/classify", content=data, headers={"Content-Type": "image/png"}).json()
+        want = engine.infer(data)
+        assert j["digit"] == want.digit == 3 and j["mode"] == want.mode
+        np.testing.assert_allclose(j["probabilities"], want.probabilities, atol=1e-6)
+
+
 def test_limits(engine):
     with TestClient(create_app(engine, Options(max_body_bytes=1000))) as c:
         big = EXAMPLES[0].read_bytes() * 10

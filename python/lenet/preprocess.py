@@ -586,7 +586,10 @@ def _dark_ground(stack: np.ndarray) -> np.ndarray:
             alpha = ring[:, :, 3:] / 255
             ring = ring[:, :, :3] * alpha + 255 * (1 - alpha)
         ring = ring.mean(axis=2)
-    return np.median(ring, axis=1) < 128
+    # The median from a sort: np.median costs ~16 µs a call in overhead, 5x this.
+    n = ring.shape[1]
+    ring = np.sort(ring, axis=1)
+    return ring[:, (n - 1) // 2] + ring[:, n // 2] < 256
 
 
 def _prepare(img: np.ndarray, h: int, w: int, c: int, mode: str, source: str) -> tuple[np.ndarray, str]:

@@ -119,20 +119,24 @@ class Batcher:
             s.images += sum(len(r.x) for r in taken)
             s.batch_sizes[sum(len(r.x) for r in taken)] += 1
             s.engine_seconds += done - started
+            # One wake-up of each event loop per batch, not one per request.
+            answers: dict = {}
             row = 0
             for r in taken:
                 s.queue_seconds += started - r.queued
-                if error is not None:
-                    r.loop.call_soon_threadsafe(_settle, r.future, None, error)
-                else:
-                    r.loop.call_soon_threadsafe(_settle, r.future, probs[row:row + len(r.x)], None)
+                value = None if error is not None else probs[row:row + len(r.x)]
+                answers.setdefault(r.loop, []).append((r.future, value, error))
                 row += len(r.x)
+            for loop, settled in answers.items():
+                loop.call_soon_threadsafe(_settle, settled)
 
 
-def _settle(future: asyncio.Future, value, error: Optional[BaseException]) -> None:
-    if future.done():   # the request was cancelled (its client went away, or timed out)
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(value)
+def _settle(settled: list) -> None:
+    for future, value, error in settled:
+        if future.done():   # the request was cancelled (its client went away, or timed out)
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
