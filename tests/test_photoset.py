@@ -6,12 +6,14 @@ as tools/photoset/score.py; the per-kind table is printed (-s)."""
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import lenet
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "photoset"))
 import score  # noqa: E402
+import make  # noqa: E402
 
 SET = Path(__file__).resolve().parent / "data" / "photoset"
 # Measured at the commit that set them (lenet5): 214/220 single digits, 32/40 numbers;
@@ -53,3 +55,20 @@ def test_touching_digits(scored):
     # 0 of 8 before the ink prior and the digit bonus of read_number (4 of 8 after).
     ok, n = score.by_kind(scored["numbers"])["number-touching"]
     assert ok >= 3, f"number-touching: {ok}/{n}"
+
+
+def test_blank_photo_like_pages_are_mostly_no_digit():
+    """Pages of every kind with nothing written on them (make.photograph of an empty row,
+    10 per kind, seed 99: not the test set's): a page under a shadow was read as a 1 at
+    99.99% (its edge), 10 of 110 before bands at the border were set apart, 5 after."""
+    engine = lenet.Engine("lenet5", device="cpu")
+    read = []
+    for k, (kind, spec) in enumerate(make.KINDS.items()):
+        for i in range(10):
+            rng = np.random.default_rng([99, 10 * k + i])
+            side = int(rng.integers(220, 300))
+            page = make.photograph(np.zeros((60, 40), np.float32), rng, spec, (side, side), 80.0)
+            if engine.infer([make.encode(page, rng, spec)], on_error=lambda e: None):
+                read.append(kind)
+    print(f"\nblank photo-like pages read as a digit: {len(read)} of 110 {read}")
+    assert len(read) <= 6, read
