@@ -193,6 +193,37 @@ def test_a_full_queue_answers_503_and_the_batcher_survives_errors():
     batcher.close()
 
 
+def test_a_cheap_request_runs_at_once_when_the_batcher_is_idle():
+    """inline_images: on the caller's thread (the event loop) when nothing is queued or
+    running; queued for the batcher's thread otherwise, and when it is too big."""
+    threads = []
+    release = threading.Event()
+
+    def run(x):
+        threads.append(threading.current_thread().name)
+        if x[0, 0] == 9:
+            release.wait(10)
+        return x[:, :2] * 2
+
+    batcher = Batcher(run, max_batch=8, inline_images=2)
+
+    async def go():
+        a = await batcher.submit(np.ones((1, 3), np.float32))      # idle: inline
+        b = await batcher.submit(np.ones((3, 3), np.float32))      # too big: the thread
+        slow = asyncio.ensure_future(batcher.submit(np.full((3, 3), 9, np.float32)))
+        await asyncio.sleep(0.05)                                  # the thread is busy now
+        c = asyncio.ensure_future(batcher.submit(np.ones((1, 3), np.float32)))   # queued behind it
+        await asyncio.sleep(0.05)
+        release.set()
+        return a, b, await slow, await c
+
+    a, b, slow, c = asyncio.run(go())
+    assert a.tolist() == [[2, 2]] and b.shape == (3, 2) and slow.shape == (3, 2) and c.tolist() == [[2, 2]]
+    assert threads == ["MainThread", "lenet-batcher", "lenet-batcher", "lenet-batcher"]
+    assert batcher.stats.images == 8 and batcher.stats.batches == 4
+    batcher.close()
+
+
 def test_the_other_routes(client):
     assert client.get("/healthz").text == "ok"
     m = client.get("/v1/model").json()

@@ -42,6 +42,12 @@ def main(argv=None) -> int:
     # The event loop and the batcher's thread take turns holding the GIL: a batch's
     # answers wait for the loop to give it up, by default every 5 ms under load.
     sys.setswitchinterval(SWITCH_INTERVAL)
+    # What is loaded by now (FastAPI, NumPy, OpenCV, h5py, the model) lives as long as the
+    # server: out of the collector's sight, a full collection no longer walks it (at 64
+    # clients it had made the p99 latency 2x the p50's; PERFORMANCE.md, session 9).
+    import gc
+    gc.collect()
+    gc.freeze()
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=10)
     return 0
 

@@ -6,6 +6,11 @@ already queued (up to ``max_batch`` images), waits at most ``max_delay`` more fo
 when the batch is not full, runs the engine once, and hands each request its own rows.
 While it runs, new requests queue: under load the batches grow by themselves, and a lone
 request waits at most ``max_delay`` (0 by default: it runs at once).
+
+A request of at most ``inline_images`` images that finds the batcher idle (nothing
+queued, no engine call running) and no ``max_delay`` to wait is run at once on the
+caller's thread, the event loop: for a small model the engine takes microseconds, less
+than handing the request to the batcher's thread and back (PERFORMANCE.md, session 9).
 """
 
 from __future__ import annotations
@@ -45,33 +50,65 @@ class Stats:
 
 
 class Batcher:
-    def __init__(self, run, max_batch: int = 256, max_delay: float = 0.0, max_queue: int = 4096):
+    def __init__(self, run, max_batch: int = 256, max_delay: float = 0.0, max_queue: int = 4096,
+                 inline_images: int = 0):
         """``run``: the engine call, float32 batch -> probabilities (thread-safe, releases the GIL)."""
-        if max_batch < 1 or max_queue < 1 or max_delay < 0:
-            raise ValueError("max_batch and max_queue must be positive, max_delay not negative")
+        if max_batch < 1 or max_queue < 1 or max_delay < 0 or inline_images < 0:
+            raise ValueError("max_batch and max_queue must be positive, max_delay and inline_images not negative")
         self.run, self.max_batch, self.max_delay, self.max_queue = run, max_batch, max_delay, max_queue
+        self.inline_images = inline_images if max_delay == 0 else 0
         self.stats = Stats()
         self._queue: collections.deque = collections.deque()
         self._queued_images = 0
+        self._running = 0   # engine calls under way (the batcher's, and inline ones)
         self._cond = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="lenet-batcher", daemon=True)
         self._thread.start()
 
     async def submit(self, x: np.ndarray) -> np.ndarray:
-        """The probabilities for x's rows, computed in a batch with whatever else is queued."""
+        """The probabilities for x's rows, computed in a batch with whatever else is queued
+        (or at once, here, when that is cheaper: see ``inline_images``)."""
         loop = asyncio.get_running_loop()
-        request = _Request(x, loop, loop.create_future())
         with self._cond:
             if self._stopping:
                 raise Overloaded("the server is shutting down")
-            if self._queued_images + len(x) > self.max_queue and self._queue:
-                self.stats.rejected += 1
-                raise Overloaded(f"{self._queued_images} images are queued (the limit is {self.max_queue})")
-            self._queue.append(request)
-            self._queued_images += len(x)
-            self._cond.notify()
+            if len(x) <= self.inline_images and not self._queue and not self._running:
+                self._running += 1
+                request = None
+            else:
+                if self._queued_images + len(x) > self.max_queue and self._queue:
+                    self.stats.rejected += 1
+                    raise Overloaded(f"{self._queued_images} images are queued (the limit is {self.max_queue})")
+                request = _Request(x, loop, loop.create_future())
+                self._queue.append(request)
+                self._queued_images += len(x)
+                self._cond.notify()
+        if request is None:
+            return self._run_inline(x)
         return await request.future
+
+    def _run_inline(self, x: np.ndarray) -> np.ndarray:
+        started = time.perf_counter()
+        try:
+            return self.run(x)
+        finally:
+            done = time.perf_counter()
+            with self._cond:
+                self._running -= 1
+                self._count([_Request(x, None, None, started)], started, done)
+                self._cond.notify()   # requests queued meanwhile: the batcher takes them
+
+    def _count(self, taken: list, started: float, done: float) -> None:
+        """Stats of one engine call (under the lock: the loop and the thread both count)."""
+        s = self.stats
+        images = sum(len(r.x) for r in taken)
+        s.batches += 1
+        s.requests += len(taken)
+        s.images += images
+        s.batch_sizes[images] += 1
+        s.engine_seconds += done - started
+        s.queue_seconds += sum(started - r.queued for r in taken)
 
     def close(self, timeout: float = 10.0) -> None:
         """Finishes what is queued, then stops the thread."""
@@ -97,6 +134,7 @@ class Batcher:
                     self._queued_images -= len(r.x)
                 left = deadline - time.perf_counter()
                 if images >= self.max_batch or left <= 0 or self._queue or self._stopping:
+                    self._running += 1
                     return taken
                 self._cond.wait(left)
 
@@ -113,17 +151,13 @@ class Batcher:
             except BaseException as e:   # every request of the batch gets the error, the thread lives on
                 probs, error = None, e
             done = time.perf_counter()
-            s = self.stats
-            s.batches += 1
-            s.requests += len(taken)
-            s.images += sum(len(r.x) for r in taken)
-            s.batch_sizes[sum(len(r.x) for r in taken)] += 1
-            s.engine_seconds += done - started
+            with self._cond:
+                self._running -= 1
+                self._count(taken, started, done)
             # One wake-up of each event loop per batch, not one per request.
             answers: dict = {}
             row = 0
             for r in taken:
-                s.queue_seconds += started - r.queued
                 value = None if error is not None else probs[row:row + len(r.x)]
                 answers.setdefault(r.loop, []).append((r.future, value, error))
                 row += len(r.x)
