@@ -472,7 +472,8 @@ class Page:
         border = np.zeros(count, bool)
         border[np.concatenate([labels[0], labels[-1], labels[:, 0], labels[:, -1]])] = True
         border[0] = False
-        for i in np.nonzero(border & ~edge & (np.maximum(self.boxes[:, 2], self.boxes[:, 3]) >= 3))[0]:
+        border &= ~edge & (self.area > 0) & (np.maximum(self.boxes[:, 2], self.boxes[:, 3]) >= 3)
+        for i in np.nonzero(border)[0]:
             sides = self._band_sides(i)
             if sides is not None:
                 x, y, bw, bh = self.boxes[i]
@@ -486,25 +487,26 @@ class Page:
         median paper beside it, within its own width, on its two sides (left and
         right of a tall one, above and below a wide one); else None."""
         x, y, w, h = self.boxes[label]
-        mine = self.labels == label
-        p, ink = self._gray, self.labels > 0
+        labels, p = self.labels, self._gray
         if w > h:  # above and below: the same as left and right, transposed
-            mine, p, ink, (x, y, w, h) = mine.T, p.T, ink.T, (y, x, h, w)
-        inside = mine[y:y + h, x:x + w]
+            labels, p, (x, y, w, h) = labels.T, p.T, (y, x, h, w)
+        d = max(3, int(w))
+        x0, x1 = max(0, x - d), min(labels.shape[1], x + w + d)   # the band and d columns either side
+        labels, p = labels[y:y + h, x0:x1], p[y:y + h, x0:x1]
+        inside = labels[:, x - x0:x - x0 + w] == label
         has = inside.any(axis=1)
         runs = np.count_nonzero(np.diff(inside.astype(np.int8), axis=1) == 1, axis=1) + inside[:, 0]
         if np.mean(runs[has] == 1) < BAND:
             return None
-        rows = np.arange(y, y + h)
-        left = x + np.argmax(inside, axis=1)
-        right = x + w - 1 - np.argmax(inside[:, ::-1], axis=1)
-        d = max(3, int(w))
+        left = x - x0 + np.argmax(inside, axis=1)
+        right = x - x0 + w - 1 - np.argmax(inside[:, ::-1], axis=1)
+        rows = np.broadcast_to(np.arange(h)[:, None], (h, d))
         sides = []
         for start, step in ((left, -1), (right, 1)):
             cols = start[:, None] + step * np.arange(1, d + 1)[None, :]
-            ok = has[:, None] & (cols >= 0) & (cols < p.shape[1])
-            r, c = np.broadcast_to(rows[:, None], cols.shape)[ok], cols[ok]
-            paper = ~ink[r, c]
+            ok = has[:, None] & (cols >= 0) & (cols < labels.shape[1])
+            r, c = rows[ok], cols[ok]
+            paper = labels[r, c] == 0
             # Against the image's border there is no paper on that side: as its other.
             sides.append(float(np.median(p[r[paper], c[paper]])) if paper.any() else None)
         if sides[0] is None and sides[1] is None:
