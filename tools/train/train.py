@@ -16,7 +16,9 @@ The augmentation mimics what real inputs do to a digit: one random affine warp
 (rotation, zoom, shear, shift) composed with an elastic distortion in the manner of
 Simard, Steinkraus & Platt (2003) and applied in one bilinear resampling; then, on
 random subsets, thicker or thinner strokes (grey dilation/erosion), blur, lower
-contrast and sensor noise. Adam with a short warm-up and cosine decay.
+contrast and sensor noise. Adam with a short warm-up and cosine decay. The smallest
+model, lenet-keras, is distilled from lenet-tf (TEACHER, DISTILL): lenet-tf is trained
+first, and its file in --out is the teacher.
 
 Checkpoints (model + optimizer state, after every epoch) go to ``--checkpoints``; a run
 that stops is resumed by running the same command again. The held-out accuracy picks the
