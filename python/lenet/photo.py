@@ -135,6 +135,12 @@ ACROSS = 0.6
 LINED = 0.1
 
 
+def _window(c: np.ndarray) -> int:
+    """The side of the max filter that finds the paper near each pixel of coarse image
+    ``c``: 1/16 of the image, odd, at least 3."""
+    return max(3, max(c.shape) // 16 | 1)
+
+
 def _strokes(c: np.ndarray, contrast: float, k: int) -> np.ndarray:
     """uint8 0/1: where coarse image ``c`` is darker than its brightest paper within
     ``k`` px by ``contrast`` of it."""
@@ -148,7 +154,7 @@ def stroke_contrast(c: np.ndarray) -> float:
     stretches of its lines, left in pieces, would be read as strokes)."""
     if np.median(c) < 128:
         return DIM_CONTRAST
-    lined = _strokes(c, STROKE_CONTRAST, max(3, max(c.shape) // 16 | 1)).mean() > LINED
+    lined = _strokes(c, STROKE_CONTRAST, _window(c)).mean() > LINED
     return DIM_CONTRAST if lined else STROKE_CONTRAST
 
 
@@ -165,7 +171,7 @@ def paper(c: np.ndarray, contrast: float = STROKE_CONTRAST) -> np.ndarray:
     that does but is darker than the paper next to it by EDGE_STEP or more (a bold
     stroke cut by the border, a desk) - not a pocket of paper between a digit and
     the border, which is as light as the paper around it."""
-    k = max(3, max(c.shape) // 16 | 1)
+    k = _window(c)
     strokes = _strokes(c, contrast, k)
     if strokes.mean() > LINED:
         # So many strokes are the lines of ruled or squared paper: lines thinner than

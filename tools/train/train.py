@@ -333,10 +333,10 @@ def _atomic(path, write):
 
 def recipe(name, epochs, seed, source, n_train, n_held, teacher=None):
     r = {"model": name, "epochs": epochs, "batch_size": BATCH_SIZE, "optimizer": "Adam",
-            "learning_rate": LEARNING_RATE[name], "schedule": f"{WARMUP_EPOCHS} epoch linear warm-up, cosine decay",
-            "augment": AUGMENT, "seed": seed, "data": source, "train_digits": n_train,
-            "held_out_digits": n_held, "selection": "best held-out accuracy (ties: lower held-out loss)",
-            "calibration": "temperature scaling on the held-out digits, folded into the last Dense"}
+         "learning_rate": LEARNING_RATE[name], "schedule": f"{WARMUP_EPOCHS} epoch linear warm-up, cosine decay",
+         "augment": AUGMENT, "seed": seed, "data": source, "train_digits": n_train,
+         "held_out_digits": n_held, "selection": "best held-out accuracy (ties: lower held-out loss)",
+         "calibration": "temperature scaling on the held-out digits, folded into the last Dense"}
     if teacher is not None:
         r["distilled_from"] = teacher
         r["distillation"] = DISTILL
@@ -365,10 +365,10 @@ def train(name, epochs, data, seed, checkpoints, source, out_dir):
     there); return (model at its best epoch, state)."""
     x_train, y_train, x_held, y_held = data
     steps = len(x_train) // BATCH_SIZE
-    keras.backend.clear_session()  # restart layer-name counters: every file has conv2d, dense, ...
     teacher, teacher_info = load_teacher(name, out_dir)
-    if teacher is not None:
-        keras.backend.clear_session()  # the student's layers are named as if it were alone
+    # Layer-name counters restarted (after the teacher is loaded): every file has
+    # conv2d, dense, ..., named as if its model were alone.
+    keras.backend.clear_session()
     keras.utils.set_random_seed(seed)
     checkpoints.mkdir(parents=True, exist_ok=True)
     wanted = recipe(name, epochs, seed, source, len(y_train), len(y_held), teacher_info)
