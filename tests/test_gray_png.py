@@ -1,6 +1,6 @@
-"""The core's PNG fast lane (csrc/io/gray_png.cpp, _core.read_gray_images): plain 8-bit
-grayscale PNGs of the model's size are decoded with the file read, anything else is left
-to OpenCV. It must give OpenCV's pixels exactly, refuse every other form, and change
+"""The core's PNG fast lane (csrc/io/gray_png.cpp, _core.read_gray_images for files,
+_core.decode_gray_pngs for bytes): plain 8-bit grayscale PNGs of the model's size are
+decoded by the core (files with their read), anything else is left to OpenCV. It must give OpenCV's pixels exactly, refuse every other form, and change
 nothing that prepare() answers: the same rows, sources, modes and errors, in item order,
 as when each item is prepared on its own (one file never takes the lane)."""
 
@@ -156,6 +156,45 @@ def test_a_chunk_answers_as_its_items_one_by_one(tmp_path, digits, mode):
     assert got.single   # the last item, a file, was one image
     if mode == "auto":
         assert "photo" in modes and "mnist" in modes
+
+
+@needs_decoder
+def test_bytes_take_the_lane_with_opencvs_pixels(digits):
+    blobs = [cv2.imencode(".png", img, [cv2.IMWRITE_PNG_COMPRESSION, level])[1].tobytes()
+             for img in digits for level in (0, 9)] + [_png(digits[0], ((b"tEXt", b"Comment\0hi"),))]
+    refused = _refused(digits[0])
+    others = [bytearray(blobs[0]), memoryview(blobs[0]), "a/path.png", None, 3]   # only bytes objects
+    pixels, rows = _core.decode_gray_pngs(blobs + list(refused.values()) + others, 28, 28)
+    assert pixels.shape == (len(blobs), 28, 28) and pixels.dtype == np.uint8
+    assert rows.tolist() == list(range(len(blobs))) + [-1] * (len(refused) + len(others))
+    for data, row in zip(blobs, rows):
+        np.testing.assert_array_equal(pixels[row], cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED))
+    assert _core.decode_gray_pngs([], 28, 28)[0].shape == (0, 28, 28)
+    with pytest.raises(ValueError, match="positive"):
+        _core.decode_gray_pngs(blobs, 28, -1)
+
+
+@needs_decoder
+@pytest.mark.parametrize("mode", ["auto", "mnist", "photo"])
+def test_bytes_answer_as_they_do_without_the_lane(monkeypatch, digits, mode):
+    """prepare() on bytes (a server's bodies, infer(png_bytes)): the lane changes nothing
+    it answers, for one item (the lane's shortcut) and for a mixed list."""
+    refused = _refused(digits[1])
+    dark = [_png(img) for img in digits[:3]]
+    mixed = [dark[0], _png(255 - digits[3]), refused["rgb"], refused["truncated"],
+             preprocess.Named(dark[1], "<stdin>"), np.array(digits[4]), dark[2]]
+    cases = [[dark[0]], dark, mixed]
+    got = [preprocess.prepare(list(items), [preprocess.label_of(it, i) for i, it in enumerate(items)],
+                              (28, 28, 1), mode) for items in cases]
+    monkeypatch.setattr(_core, "png_decoder", "")   # no lane: OpenCV decodes every item
+    for items, g in zip(cases, got):
+        want = preprocess.prepare(list(items), [preprocess.label_of(it, i) for i, it in enumerate(items)],
+                                  (28, 28, 1), mode)
+        np.testing.assert_array_equal(g.x, want.x)
+        assert (g.sources, g.modes, g.owner, g.single) == (want.sources, want.modes, want.owner, want.single)
+        assert [(i, str(e), e.source) for i, e in g.errors] == [(i, str(e), e.source) for i, e in want.errors]
+    if mode == "auto":
+        assert set(got[2].modes) == {"mnist", "photo"}
 
 
 def test_a_three_channel_model_never_takes_the_lane(tmp_path, digits):

@@ -345,6 +345,42 @@ PYBIND11_MODULE(_core, m) {
         "read_files, and each file that is a plain 8-bit grayscale PNG of height x width decoded as it "
         "is read (GIL released): (files, pixels, rows). pixels: uint8 (decoded, height, width); rows[i]: "
         "the row of file i in pixels, or -1; files[i]: None when decoded, else its bytes or errno.");
+    m.def(
+        "decode_gray_pngs",
+        [](const py::list& items, int height, int width) {
+            if (height < 1 || width < 1) throw py::value_error("decode_gray_pngs: height and width must be positive");
+            // Views into the bytes objects, which `held` keeps alive while the GIL is released.
+            std::vector<py::object> held;
+            std::vector<std::string_view> data;
+            for (const py::handle item : items) {
+                held.push_back(py::reinterpret_borrow<py::object>(item));
+                data.push_back(PyBytes_Check(item.ptr()) ? std::string_view(PyBytes_AS_STRING(item.ptr()),
+                                                                            size_t(PyBytes_GET_SIZE(item.ptr())))
+                                                         : std::string_view());
+            }
+            const size_t image = size_t(height) * size_t(width);
+            auto* pixels = new std::vector<uint8_t>();
+            py::capsule owner(pixels, [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
+            std::vector<int64_t> rows(data.size(), -1);
+            size_t decoded = 0;
+            {
+                py::gil_scoped_release release;
+                for (size_t i = 0; i < data.size(); ++i) {
+                    if (data[i].empty()) continue;
+                    pixels->resize((decoded + 1) * image);
+                    if (decode_gray_png(data[i], height, width, pixels->data() + decoded * image))
+                        rows[i] = int64_t(decoded++);
+                }
+                pixels->resize(decoded * image);
+            }
+            py::array_t<uint8_t> out({py::ssize_t(decoded), py::ssize_t(height), py::ssize_t(width)},
+                                     pixels->data(), owner);
+            return py::make_tuple(out, py::array_t<int64_t>(py::ssize_t(rows.size()), rows.data()));
+        },
+        py::arg("items"), py::arg("height"), py::arg("width"),
+        "Each item that is bytes of a plain 8-bit grayscale PNG of height x width, decoded (GIL "
+        "released): (pixels, rows). pixels: uint8 (decoded, height, width); rows[i]: the row of item i "
+        "in pixels, or -1 for an item left to the general path (any other object, format or form).");
     m.attr("png_decoder") = gray_png_decoder();
     m.attr("cuda_build") = LENET_CUDA_BUILD;
     m.def("backend_registered", &backend_registered, py::arg("name"));

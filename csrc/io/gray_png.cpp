@@ -18,7 +18,7 @@ uint32_t be32(const unsigned char* p) {
 // data, IHDR first with the expected size and form, and only chunks that do not change
 // what the pixels mean. (OpenCV ignores gAMA/cHRM/iCCP too, but the rule here is
 // simpler to state: any doubt goes to the general path.)
-bool plain_gray_png(const std::string& data, int height, int width) {
+bool plain_gray_png(std::string_view data, int height, int width) {
     const auto* d = reinterpret_cast<const unsigned char*>(data.data());
     const size_t n = data.size();
     static const unsigned char signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
@@ -104,7 +104,7 @@ std::string gray_png_decoder() {
 #endif
 }
 
-bool decode_gray_png(const std::string& data, int height, int width, uint8_t* out) {
+bool decode_gray_png(std::string_view data, int height, int width, uint8_t* out) {
     if (height < 1 || width < 1 || !plain_gray_png(data, height, width)) return false;
 #ifdef LENET_HAVE_PNG
     Source source{reinterpret_cast<const unsigned char*>(data.data()), data.size(), 0};

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace lenet {
 
@@ -21,6 +22,6 @@ std::string gray_png_decoder();
 // 8-bit grayscale PNG of exactly width x height with no chunk that changes how its
 // pixels read (only IHDR, IDAT, IEND and text, time and pHYs chunks). Returns false,
 // with `out` in an unspecified state, for anything else; never throws, never prints.
-bool decode_gray_png(const std::string& data, int height, int width, uint8_t* out);
+bool decode_gray_png(std::string_view data, int height, int width, uint8_t* out);
 
 }  // namespace lenet

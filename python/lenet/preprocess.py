@@ -580,6 +580,8 @@ def _dark_ground(stack: np.ndarray) -> np.ndarray:
     """Per image of a stack (N, H, W[, C]) of pixels 0..255: whether the median of its
     outermost pixels (gray, alpha composited on white) is below mid-gray."""
     ring = np.concatenate([stack[:, 0], stack[:, -1], stack[:, 1:-1, 0], stack[:, 1:-1, -1]], axis=1)
+    if ring.ndim == 3 and ring.shape[2] == 1:
+        ring = ring[:, :, 0]
     ring = ring.astype(np.float32)
     if ring.ndim == 3:
         if ring.shape[2] == 4:
@@ -680,13 +682,20 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
             return e
 
     # 1. Decode: every item to its images (a batch array gives several). The files are
-    # read first, all in one call of the core, which also decodes those that are plain
-    # 8-bit grayscale PNGs of the model's size (the common case, with no Python per file).
+    # read first, all in one call of the core, and the core decodes the files and bytes
+    # that are plain 8-bit grayscale PNGs of the model's size (the common case: a folder
+    # of scans, a server's request bodies), with no Python per image.
     # Threads only for large encoded images: decoding a small PNG (~15 µs) is as much
     # Python as OpenCV, and two threads contending for the GIL were slower than one.
     started = time.perf_counter()
     items = list(items)
-    native_owner, native = _read_files(items, labels, h, w, c)
+    native_owner, native = _read_native(items, labels, h, w, c)
+    if native_owner and len(native_owner) == len(items) and mode != "photo" and (mode == "mnist" or _dark_ground(native).all()):
+        # Every item decoded by the core, all MNIST-like: the core's stack is the batch.
+        decoded = time.perf_counter()
+        return Prepared(native.reshape(len(items), h, w, 1).astype(np.float32), list(labels),
+                        ["mnist"] * len(items), native_owner, [], True,
+                        {"decode": decoded - started, "prepare": time.perf_counter() - decoded})
     todo = [i for i, item in enumerate(items) if item is not _DECODED]
     parts, sources, owner, single = [], [], [], False
     errors = []  # (item index, InputError), sorted into item order at the end
@@ -788,27 +797,46 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
 _DECODED = object()   # in prepare's items: a file the core has decoded
 
 
-def _read_files(items: list, labels: Sequence[str], h: int, w: int, c: int) -> tuple[list, np.ndarray]:
-    """Reads the files among items (paths) in one call of the core, in place: each becomes
-    Named(its bytes) or its InputError, or _DECODED when the core decoded it (a plain 8-bit
-    grayscale PNG of h x w, for a one-channel model). Returns the decoded files' item indices
-    and their pixels, uint8 (k, h, w) in the same order."""
+def _read_native(items: list, labels: Sequence[str], h: int, w: int, c: int) -> tuple[list, np.ndarray]:
+    """The core's lane, in place in items. The files among them (paths), when there are
+    several, are read in one call of the core: each becomes Named(its bytes) or its
+    InputError. For a one-channel model, each file or bytes that is a plain 8-bit grayscale
+    PNG of h x w is decoded by the core and becomes _DECODED. Returns the decoded items'
+    indices, ascending, and their pixels, uint8 (k, h, w) in the same order."""
     from ._native import _core
+    gray = c == 1 and bool(_core.png_decoder) and h * w <= max_image_pixels()
+    owner: list = []
+    pixels = np.zeros((0, h, w), np.uint8)
     files = [i for i, item in enumerate(items) if isinstance(item, (str, os.PathLike))]
-    none = [], np.zeros((0, h, w), np.uint8)
-    if len(files) < 2:   # one file: read by decode's own path
-        return none
-    paths = [os.fsencode(items[i]) for i in files]
-    if c == 1 and _core.png_decoder and h * w <= max_image_pixels():
-        got, pixels, rows = _core.read_gray_images(paths, MAX_FILE_BYTES, h, w)
-    else:
-        got, pixels, rows = _core.read_files(paths, MAX_FILE_BYTES), None, None
-    for i, data in zip(files, got):
-        items[i] = (_DECODED if data is None else _read_error(labels[i], data) if isinstance(data, int)
-                    else Named(data, labels[i]))
-    if pixels is None or not len(pixels):
-        return none
-    return np.asarray(files, np.intp)[rows >= 0].tolist(), pixels
+    if len(files) >= 2:   # one file is read by decode's own path
+        paths = [os.fsencode(items[i]) for i in files]
+        if gray:
+            got, pixels, rows = _core.read_gray_images(paths, MAX_FILE_BYTES, h, w)
+            owner = np.asarray(files, np.intp)[rows >= 0].tolist()
+        else:
+            got = _core.read_files(paths, MAX_FILE_BYTES)
+        for i, data in zip(files, got):
+            items[i] = (_DECODED if data is None else _read_error(labels[i], data) if isinstance(data, int)
+                        else Named(data, labels[i]))
+    if not gray:
+        return owner, pixels
+    # Bytes (a server's request bodies, infer(png_bytes)); the files just read were offered already.
+    read = set(files) if len(files) >= 2 else ()
+    blobs = [i for i, item in enumerate(items) if i not in read and
+             type(item.data if type(item) is Named else item) is bytes]
+    if not blobs:
+        return owner, pixels
+    more, rows = _core.decode_gray_pngs([items[i].data if type(items[i]) is Named else items[i] for i in blobs],
+                                        h, w)
+    if not len(more):
+        return owner, pixels
+    decoded = [i for i, row in zip(blobs, rows.tolist()) if row >= 0]
+    for i in decoded:
+        items[i] = _DECODED
+    if not owner:
+        return decoded, more
+    order = np.argsort(owner + decoded, kind="stable")   # item order: files and bytes interleave
+    return np.asarray(owner + decoded, np.intp)[order].tolist(), np.concatenate([pixels, more])[order]
 
 
 def to_batch(images: Any, input_hwc: Sequence[int], scale: float, channels_first: bool = False,

@@ -26,6 +26,7 @@ from importlib import resources
 from typing import Any, Optional
 
 import numpy as np
+import orjson
 
 from .. import preprocess
 from ..engine import Engine
@@ -94,19 +95,23 @@ class Server:
         if len(got.x):
             x = self.engine._scaled(got.x)
             try:
-                probs = await asyncio.wait_for(self.batcher.submit(x), self.options.timeout)
+                future = self.batcher.submit(x)
+                if not future.done():   # queued: wait_for costs a task and a turn of the loop
+                    await asyncio.wait_for(future, self.options.timeout)
+                probs = future.result()
             except Overloaded as e:
                 raise HTTPFailure(503, f"overloaded: {e}", {"Retry-After": "1"}) from None
             except asyncio.TimeoutError:
                 raise HTTPFailure(504, f"no answer within {self.options.timeout:g} s") from None
+            # NumPy float32 values as they are: the JSON (orjson) writes each as the shortest
+            # decimal that reads back to the same float32.
             for row, owner in enumerate(got.owner):
                 p = probs[row]
-                digit = int(np.argmax(p))
-                answer: dict = {"digit": digit, "confidence": float(p[digit]), "mode": got.modes[row],
-                                "probabilities": [round(float(v), 7) for v in p]}
+                digit = int(p.argmax())
+                answer: dict = {"digit": digit, "confidence": p[digit], "mode": got.modes[row], "probabilities": p}
                 if top_k > 1:
                     order = np.argsort(-p, kind="stable")[:top_k]
-                    answer["top"] = [{"digit": int(d), "probability": float(p[d])} for d in order]
+                    answer["top"] = [{"digit": int(d), "probability": p[d]} for d in order]
                 if with_image:
                     answer["input_png"] = _png_base64(got.x[row], self.engine.input_scale)
                 answers[owner] = answer   # one image per item here (a batch array is refused earlier)
@@ -164,6 +169,19 @@ def _small(items: list) -> bool:
         elif not (isinstance(item, np.ndarray) and item.size <= 4 * INLINE_PIXELS):
             return False
     return True
+
+
+def _json_response():
+    """A Starlette response class that writes JSON with orjson, NumPy values included
+    (made on first use: Starlette is the serve extra's)."""
+    from starlette.responses import Response
+
+    class JSON(Response):
+        media_type = "application/json"
+
+        def render(self, content) -> bytes:
+            return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+    return JSON
 
 
 def _png_base64(x: np.ndarray, scale: float) -> str:
@@ -278,9 +296,10 @@ def create_app(engine: Optional[Engine] = None, options: Optional[Options] = Non
     from contextlib import asynccontextmanager
 
     from fastapi import FastAPI, Request
-    from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+    from fastapi.responses import HTMLResponse, PlainTextResponse
 
     options = options or Options()
+    JSONResponse = _json_response()
     server = Server(engine or Engine(**engine_options), options)
 
     @asynccontextmanager

@@ -66,38 +66,42 @@ class Batcher:
         self._thread = threading.Thread(target=self._loop, name="lenet-batcher", daemon=True)
         self._thread.start()
 
-    async def submit(self, x: np.ndarray) -> np.ndarray:
-        """The probabilities for x's rows, computed in a batch with whatever else is queued
-        (or at once, here, when that is cheaper: see ``inline_images``)."""
+    def submit(self, x: np.ndarray) -> asyncio.Future:
+        """A future of the probabilities for x's rows, computed in a batch with whatever
+        else is queued; or computed at once, here, when that is cheaper (``inline_images``),
+        and the future returned done: awaiting it then costs no turn of the event loop."""
         loop = asyncio.get_running_loop()
+        future = loop.create_future()
         with self._cond:
             if self._stopping:
                 raise Overloaded("the server is shutting down")
-            if len(x) <= self.inline_images and not self._queue and not self._running:
+            inline = len(x) <= self.inline_images and not self._queue and not self._running
+            if inline:
                 self._running += 1
-                request = None
             else:
                 if self._queued_images + len(x) > self.max_queue and self._queue:
                     self.stats.rejected += 1
                     raise Overloaded(f"{self._queued_images} images are queued (the limit is {self.max_queue})")
-                request = _Request(x, loop, loop.create_future())
-                self._queue.append(request)
+                self._queue.append(_Request(x, loop, future))
                 self._queued_images += len(x)
                 self._cond.notify()
-        if request is None:
-            return self._run_inline(x)
-        return await request.future
+        if inline:
+            self._run_inline(x, future)
+        return future
 
-    def _run_inline(self, x: np.ndarray) -> np.ndarray:
+    def _run_inline(self, x: np.ndarray, future: asyncio.Future) -> None:
         started = time.perf_counter()
         try:
-            return self.run(x)
+            future.set_result(self.run(x))
+        except Exception as e:   # the caller's, as from the thread
+            future.set_exception(e)
         finally:
             done = time.perf_counter()
+            # No notify: a request queued meanwhile woke the thread itself, which does not
+            # wait for inline calls to end. Waking it here for nothing cost a GIL handover.
             with self._cond:
                 self._running -= 1
                 self._count([_Request(x, None, None, started)], started, done)
-                self._cond.notify()   # requests queued meanwhile: the batcher takes them
 
     def _count(self, taken: list, started: float, done: float) -> None:
         """Stats of one engine call (under the lock: the loop and the thread both count)."""
