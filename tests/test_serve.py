@@ -50,7 +50,9 @@ def test_an_image_as_the_body_gets_the_engines_answer(client, engine):
     j = r.json()
     want = engine.infer(data)
     assert j["digit"] == 7 == want.digit and j["mode"] == want.mode
-    np.testing.assert_allclose(j["probabilities"], want.probabilities, atol=1e-6)
+    # float32 written as the shortest decimal that reads back to it: the engine's own values.
+    np.testing.assert_array_equal(np.float32(j["probabilities"]), want.probabilities)
+    assert np.float32(j["confidence"]) == want.probabilities[7]
     assert [t["digit"] for t in j["top"]] == [d for d, _ in want.top(3)]
     seen = cv2.imdecode(np.frombuffer(base64.b64decode(j["input_png"]), np.uint8), cv2.IMREAD_UNCHANGED)
     np.testing.assert_array_equal(seen, want.image)
@@ -232,6 +234,10 @@ def test_the_other_routes(client):
     assert page.status_code == 200 and "<canvas" in page.text and "/v1/classify" in page.text
     r = client.post("/v1/read-number", content=EXAMPLES[3].read_bytes(), headers={"Content-Type": "image/png"})
     assert r.status_code == 200 and r.json()["number"] == "3"
+    paths = client.get("/openapi.json").json()["paths"]   # the hand-declared hot route included
+    assert {"/v1/classify", "/v1/read-number", "/v1/model", "/metrics"} <= set(paths)
+    assert [p["name"] for p in paths["/v1/classify"]["post"]["parameters"]] == ["top_k", "image"]
+    assert client.get("/v1/classify").status_code == 405
 
 
 def _free_port() -> int:

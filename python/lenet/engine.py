@@ -340,6 +340,9 @@ class Engine:
         self._options = {"tf32": bool(allow_tf32) and self.device == "cuda",
                          "graphs": bool(cuda_graphs) and self.device == "cuda", "cpu_kernels": cpu_kernels}
         self._rank = len(self.model.input_shape)
+        # Asked per call on the serving path: the core answers through pybind11 each time.
+        self._nchw_images = self._rank == 4 and self.model.channels_first
+        self._input_rest = tuple(self.model.input_shape[1:])
 
     @property
     def threads(self) -> int:
@@ -557,7 +560,7 @@ class Engine:
         return shape
 
     def _images_channels_first(self) -> bool:
-        return len(self.input_shape) == 4 and self.model.channels_first
+        return self._nchw_images
 
     def _scaled(self, x: np.ndarray) -> np.ndarray:
         """Prepared images (n, H, W, C) of pixels 0..255, scaled in place, as the network
@@ -568,7 +571,7 @@ class Engine:
     def _probabilities(self, x: np.ndarray) -> np.ndarray:
         """Probabilities for a batch of images as preprocess gives them (n, H, W, C), or
         (n, C, H, W) for a channels_first model: reshaped to the model's input."""
-        return self._executor.probabilities(x.reshape((len(x),) + self.input_shape[1:]))
+        return self._executor.probabilities(x.reshape((len(x),) + self._input_rest))
 
     def _classify(self, batch: Batch) -> Union[Result, list[Result]]:
         probs = self._probabilities(batch.x)

@@ -690,7 +690,8 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
     started = time.perf_counter()
     items = list(items)
     native_owner, native = _read_native(items, labels, h, w, c)
-    if native_owner and len(native_owner) == len(items) and mode != "photo" and (mode == "mnist" or _dark_ground(native).all()):
+    if (native_owner and len(native_owner) == len(items) and mode != "photo"
+            and (mode == "mnist" or _dark_ground(native).all())):
         # Every item decoded by the core, all MNIST-like: the core's stack is the batch.
         decoded = time.perf_counter()
         return Prepared(native.reshape(len(items), h, w, 1).astype(np.float32), list(labels),

@@ -66,6 +66,7 @@ class Server:
     def __init__(self, engine: Engine, options: Options):
         self.engine, self.options = engine, options
         self.hwc = engine._image_shape()
+        self.classes = engine.classes
         self.batcher = Batcher(engine._probabilities, options.max_batch, options.max_delay_us / 1e6,
                                options.max_queue, options.inline_macs // max(engine.model.macs, 1))
         self.responses: dict = {}
@@ -154,6 +155,22 @@ class Server:
 # 28x28 PNG takes ~0.1 ms, less than handing it to a worker thread and back costs under
 # load (PERFORMANCE.md). Bigger ones (photos: milliseconds) go to worker threads.
 INLINE_PIXELS = 64 * 64
+
+
+CLASSIFY_OPENAPI = {"post": {
+    "summary": "Classify",
+    "description": "An image as the raw body (any format lenet reads), multipart files, or JSON "
+                   '({"image": base64} | {"images": [base64, ...]} | {"array": [[...]]}): the digit, its '
+                   "confidence and the probabilities (several images: {\"results\": [...]}).",
+    "parameters": [
+        {"name": "top_k", "in": "query", "schema": {"type": "integer", "default": 1}},
+        {"name": "image", "in": "query", "schema": {"type": "boolean", "default": False}}],
+    "requestBody": {"content": {"image/png": {}, "application/octet-stream": {}, "multipart/form-data": {},
+                                "application/json": {}}},
+    "responses": {"200": {"description": "the answer"}, "413": {"description": "too large"},
+                  "415": {"description": "a content type it does not read"},
+                  "422": {"description": "not an image, or no digit"}, "503": {"description": "overloaded"},
+                  "504": {"description": "no answer within the timeout"}}}}
 
 
 def _small(items: list) -> bool:
@@ -314,15 +331,15 @@ def create_app(engine: Optional[Engine] = None, options: Optional[Options] = Non
         server.observe(e.status, time.perf_counter() - started)
         return JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
 
-    # The query is read here, not declared to FastAPI: its dependency solving and its
-    # encoding of a returned dict were a tenth of a request's time (py-spy, 64 clients).
-    @app.post("/v1/classify", openapi_extra={"parameters": [
-        {"name": "top_k", "in": "query", "schema": {"type": "integer", "default": 1}},
-        {"name": "image", "in": "query", "schema": {"type": "boolean", "default": False}}]})
+    # The hot route is a plain Starlette route (added below), its query read here: FastAPI's
+    # request handler (dependency solving, for an endpoint with none) and its encoding of
+    # a returned dict cost more than a tenth of a request (py-spy at 64 clients;
+    # PERFORMANCE.md, session 10). Its OpenAPI entry is added by hand, in openapi().
     async def classify(request: Request):
         started = time.perf_counter()
         try:
-            top_k, image = _query(request.query_params, server.engine.classes)
+            top_k, image = (_query(request.query_params, server.classes) if request.scope["query_string"]
+                            else (1, False))
             items, labels, several = await _inputs(request, options.max_body_bytes)
             answers = await server.classify(items, labels, top_k, image)
         except HTTPFailure as e:
@@ -338,6 +355,15 @@ def create_app(engine: Optional[Engine] = None, options: Optional[Options] = Non
         return JSONResponse({"results": [{"source": label, "error": str(a)} if isinstance(a, InputError) else
                                          {"source": label, **a} for label, a in zip(labels, answers)],
                              "latency_ms": round(latency_ms, 3)})
+
+    app.router.add_route("/v1/classify", classify, methods=["POST"])
+    fastapi_openapi = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            fastapi_openapi()["paths"]["/v1/classify"] = CLASSIFY_OPENAPI
+        return app.openapi_schema
+    app.openapi = openapi
 
     @app.post("/v1/read-number")
     async def read_number(request: Request):

@@ -101,18 +101,18 @@ class Batcher:
             # wait for inline calls to end. Waking it here for nothing cost a GIL handover.
             with self._cond:
                 self._running -= 1
-                self._count([_Request(x, None, None, started)], started, done)
+                self._count(1, len(x), 0.0, done - started)
 
-    def _count(self, taken: list, started: float, done: float) -> None:
-        """Stats of one engine call (under the lock: the loop and the thread both count)."""
+    def _count(self, requests: int, images: int, queued: float, engine: float) -> None:
+        """Stats of one engine call (under the lock: the loop and the thread both count).
+        ``queued``: seconds its requests waited, summed; ``engine``: seconds it took."""
         s = self.stats
-        images = sum(len(r.x) for r in taken)
         s.batches += 1
-        s.requests += len(taken)
+        s.requests += requests
         s.images += images
         s.batch_sizes[images] += 1
-        s.engine_seconds += done - started
-        s.queue_seconds += sum(started - r.queued for r in taken)
+        s.engine_seconds += engine
+        s.queue_seconds += queued
 
     def close(self, timeout: float = 10.0) -> None:
         """Finishes what is queued, then stops the thread."""
@@ -157,7 +157,8 @@ class Batcher:
             done = time.perf_counter()
             with self._cond:
                 self._running -= 1
-                self._count(taken, started, done)
+                self._count(len(taken), sum(len(r.x) for r in taken), sum(started - r.queued for r in taken),
+                            done - started)
             # One wake-up of each event loop per batch, not one per request.
             answers: dict = {}
             row = 0
