@@ -240,6 +240,31 @@ def test_the_other_routes(client):
     assert client.get("/v1/classify").status_code == 405
 
 
+def test_a_request_the_engine_does_not_answer_in_time_gets_504(engine):
+    app = create_app(engine, Options(timeout=0.05, inline_macs=0))   # every request through the batcher
+    batcher = app.state.server.batcher
+    run = batcher.run
+    data = EXAMPLES[7].read_bytes()
+    with TestClient(app) as c:
+        batcher.run = lambda x: (time.sleep(0.3), run(x))[1]
+        r = c.post("/v1/classify", content=data, headers={"Content-Type": "image/png"})
+        assert r.status_code == 504 and r.json()["error"] == "no answer within 0.05 s"
+        time.sleep(0.4)   # the late answer lands on a future already settled, and is dropped
+        batcher.run = run
+        r = c.post("/v1/classify", content=data, headers={"Content-Type": "image/png"})
+        assert r.status_code == 200 and r.json()["digit"] == 7
+    assert 'lenet_requests_total{status="504"} 1' in app.state.server.metrics()
+
+
+def test_the_engine_leaves_the_event_loop_a_core():
+    from lenet.engine import default_threads
+    from lenet.serve.app import engine_threads
+    assert engine_threads() == max(1, default_threads() - 1)
+    app = create_app(weights="lenet5", device="cpu")
+    assert app.state.server.engine.threads == engine_threads()
+    assert create_app(weights="lenet5", device="cpu", threads=3).state.server.engine.threads == 3
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -15,7 +15,8 @@ def main(argv=None) -> int:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--weights", default=None, help="a model file or shipped name (default: lenet5)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--threads", type=int, default=None, help="engine threads (default: the CPUs available)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="engine threads (default: the CPUs available less one, which the event loop keeps)")
     p.add_argument("--max-batch", type=int, default=256, help="images per engine call at most (default 256)")
     p.add_argument("--max-delay-us", type=int, default=0,
                    help="how long a batch that is not full waits for more requests (default 0: requests that "
@@ -30,9 +31,10 @@ def main(argv=None) -> int:
         print('lenet-serve: error: needs the serve extra: pip install "lenet[serve]"', file=sys.stderr)
         return 2
     import lenet
-    from .app import Options, create_app
+    from .app import Options, create_app, engine_threads
     try:
-        engine = lenet.Engine(args.weights, device=args.device, threads=args.threads)
+        engine = lenet.Engine(args.weights, device=args.device,
+                              threads=engine_threads() if args.threads is None else args.threads)
         options = Options(max_batch=args.max_batch, max_delay_us=args.max_delay_us, max_queue=args.max_queue,
                           max_body_bytes=int(args.max_body_mb * (1 << 20)), timeout=args.timeout)
         app = create_app(engine, options)
