@@ -795,7 +795,7 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
                     {"decode": decoded - started, "prepare": time.perf_counter() - decoded})
 
 
-_DECODED = object()   # in prepare's items: a file the core has decoded
+_DECODED = object()   # in prepare's items: a file or bytes the core has decoded
 
 
 def _read_native(items: list, labels: Sequence[str], h: int, w: int, c: int) -> tuple[list, np.ndarray]:
