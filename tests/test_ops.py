@@ -219,6 +219,52 @@ def test_conv_then_max_pool(h, w, ci, co, k, pad, act, n, threads, kernels):
     np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
 
 
+WINOGRAD_CASES = [
+    # h, w, ci, co, kernel, padding, pooled: stride-1 3x3 and 5x5 convolutions with 16
+    # or more input channels run as Winograd F(2x2, r x r) on the hand-written sets
+    (14, 14, 32, 64, 5, "same", True),     # lenet-tf's second layer
+    (13, 11, 20, 33, 5, "same", False),    # odd output: edge tiles cut; 20 channels padded to 32; 3 blocks
+    (12, 9, 16, 16, 3, "valid", True),     # 10x7 conv: the pool drops the odd column
+    (21, 23, 48, 24, 3, "same", False),    # 132 tiles: more than one chunk
+    (3, 3, 16, 5, 3, "same", False),       # one tile, mostly padding
+    (9, 10, 17, 8, 5, "valid", False),     # 5x6 output
+]
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("h,w,ci,co,k,pad,pooled", WINOGRAD_CASES)
+@pytest.mark.parametrize("n,threads", [(1, 1), (1, 2), (4, 2)])
+def test_winograd_convolutions(h, w, ci, co, k, pad, pooled, n, threads, kernels):
+    x = RNG.standard_normal((n, h, w, ci)).astype(np.float32)
+    wt = (RNG.standard_normal((k, k, ci, co)) / math.sqrt(k * k * ci)).astype(np.float32)
+    b = RNG.standard_normal(co).astype(np.float32)
+    layers = [layer("conv2d", kernel=(k, k), same_padding=pad == "same", filters=co, activation="relu", weights=wt,
+                    bias=b)]
+    want = ref_conv(x, wt, b, (1, 1), pad, "relu")
+    if pooled:
+        layers.append(layer("max_pool2d", kernel=(2, 2), strides=(2, 2)))
+        want = ref_pool(want, (2, 2), (2, 2), "valid", "max")
+    ex = _core.Executor(network(layers, x.shape[1:]), "cpu", threads, cpu_kernels=kernels)
+    got = ex.run(x).reshape(n, -1)
+    np.testing.assert_allclose(got, want.reshape(n, -1), atol=2e-5, rtol=1e-5)
+    algorithms = [node.get("algorithm") for plan in ex.describe() for node in plan["kernels"]]
+    assert algorithms[0] == ("winograd" if kernels not in ("blas", "nchw") else None)
+
+
+@pytest.mark.parametrize("ci,k,s,winograd", [(16, 3, 1, True), (15, 3, 1, False), (8, 5, 1, False),
+                                             (17, 3, 1, False), (17, 5, 1, True), (32, 4, 1, False),
+                                             (32, 3, 2, False), (32, 1, 1, False)])
+def test_winograd_is_chosen_where_it_pays(ci, k, s, winograd):
+    # At least 16 input channels, stride 1, 3x3 or 5x5, and padding to 16 channels
+    # wasting less than the products save (17 channels: 32 computed, a loss for 3x3).
+    x = np.zeros((1, 10, 10, ci), np.float32)
+    conv = layer("conv2d", kernel=(k, k), strides=(s, s), same_padding=True, filters=8,
+                 weights=np.zeros((k, k, ci, 8), np.float32))
+    ex = _core.Executor(network([conv], x.shape[1:]), "cpu", 1)
+    ex.run(x)
+    assert ex.describe()[0]["kernels"][0].get("algorithm") == ("winograd" if winograd else None)
+
+
 @pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("threads", [2, 3])
 def test_large_single_image_ops_split_over_threads(threads, kernels):

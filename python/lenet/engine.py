@@ -376,9 +376,10 @@ class Engine:
         ``description``, ``tf32`` and ``graphs`` (as asked), ``plans`` (one per batch
         capacity planned so far: ``capacity``, ``execution`` "graph", "eager" or
         "pending" on CUDA, None on the CPU, and ``why``), and ``steps`` (per kernel
-        of each plan: ``op``, ``layers``, ``capacity``, and on CUDA ``algorithm``,
-        ``math``, ``deterministic``, ``fused`` with ``fusion`` saying why or why
-        not, ``workspace_bytes``). Plans are made by calls: when none was made yet,
+        of each plan: ``op``, ``layers``, ``capacity``, ``algorithm`` ("winograd"
+        for the CPU's Winograd convolutions, None for its direct ones; cuDNN's on
+        CUDA), and on CUDA ``math``, ``deterministic``, ``fused`` with ``fusion``
+        saying why or why not, ``workspace_bytes``). Plans are made by calls: when none was made yet,
         one call on a batch of zeros makes the batch-1 plan."""
         plans = self._executor.describe()
         if not plans:

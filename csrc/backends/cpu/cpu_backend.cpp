@@ -58,7 +58,9 @@ public:
         if (!table_ || (s.op != OpKind::conv2d && s.op != OpKind::dense)) return nullptr;
         if (s.op == OpKind::conv2d && (s.groups != 1 || s.dh != 1 || s.dw != 1)) return nullptr;
         auto p = std::make_shared<PackedStep>();
-        if (s.op == OpKind::conv2d)
+        if (s.op == OpKind::conv2d && winograd_fits(s))
+            p->winograd = pack_winograd(s);
+        else if (s.op == OpKind::conv2d)
             p->packed = pack(s.weights, s.bias, s.kh, s.kw, s.in.c, s.out.c);
         else
             p->packed = pack(s.weights, s.bias, 1, 1, int(s.in.size()), s.out.c);
@@ -67,7 +69,10 @@ public:
 
     std::unique_ptr<Kernel> kernel(const Step& step, const StepConstants* constants, int capacity) override {
         if (nchw_) return make_nchw_kernel(step, constants, capacity);
-        const auto* packed = constants ? &static_cast<const PackedStep*>(constants)->packed : nullptr;
+        const auto* packed_step = static_cast<const PackedStep*>(constants);
+        if (packed_step && packed_step->winograd.alpha)
+            return make_winograd_conv2d(step, nullptr, *table_, packed_step->winograd);
+        const auto* packed = packed_step ? &packed_step->packed : nullptr;
         switch (step.op) {
             case OpKind::conv2d: return make_conv2d(step, table_, packed, capacity);
             case OpKind::dense: return make_dense(step, table_, packed);
@@ -91,7 +96,9 @@ public:
         if (!table_ || !constants || step.op != OpKind::conv2d || !pool2x2 || next.out.h < 1 || next.out.w < 1 ||
             !step.act.monotonic())
             return nullptr;
-        return make_conv2d_pool(step, next, *table_, static_cast<const PackedStep*>(constants)->packed);
+        const auto& packed = *static_cast<const PackedStep*>(constants);
+        if (packed.winograd.alpha) return make_winograd_conv2d(step, &next, *table_, packed.winograd);
+        return make_conv2d_pool(step, next, *table_, packed.packed);
     }
 
     Buffer alloc(size_t floats) override {

@@ -50,6 +50,34 @@ struct PoolArgs {
     float* y;
 };
 
+// Winograd's minimal filtering F(2x2, r x r) (winograd.cpp): a tile of 2x2 output
+// pixels from an alpha x alpha input window, alpha = r + 1. The transforms, per tile
+// and per vector of channels; the channel counts are multiples of kLanes (padded
+// with zeros), so every vector is whole.
+struct WinogradTile {
+    const float* src;        // the window's top-left pixel in a padded NHWC image
+    float* dst;              // the tile's top-left output pixel; pooled: its one pixel
+    int rows, cols;          // output pixels of the tile inside the image (1 or 2)
+};
+
+struct WinogradArgs {
+    int alpha;               // 4 or 6 (winograd_transforms.h)
+    const WinogradTile* tiles;
+    int count;               // tiles
+    // Input transform: v[(i * alpha + j) * count + t][c] = (B^T d_t B)[i][j][c].
+    size_t src_row;          // floats between the window's rows
+    int ci;                  // channels of the padded image (a multiple of kLanes)
+    float* v;
+    // Output transform: y = A^T m_t A + bias, m[(i * alpha + j) * count + t][o].
+    const float* m;
+    int co;                  // channels written
+    int ldm;                 // floats between m's rows (co rounded up to kLanes)
+    const float* bias;       // ldm values
+    bool pool;               // 2x2 max of the tile, one pixel
+    bool relu;
+    size_t dst_row;          // floats between output rows (unpooled)
+};
+
 struct KernelTable {
     const char* isa;         // "avx512", "avx2", "generic"
     void (*conv)(const ConvArgs&);
@@ -58,6 +86,8 @@ struct KernelTable {
     // x must be readable 2 vectors past the end of each row (and of the last one).
     void (*conv_rows_pool)(const ConvArgs&);
     void (*pool)(const PoolArgs&);
+    void (*winograd_in)(const WinogradArgs&);
+    void (*winograd_out)(const WinogradArgs&);
     // `iters` rounds of independent multiply-adds (for measure_mac_rate); returns
     // a value that depends on them so that nothing is optimized away.
     float (*mac_loop)(int64_t iters);

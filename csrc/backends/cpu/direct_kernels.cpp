@@ -17,6 +17,7 @@
 #endif
 
 #include "direct.h"
+#include "winograd_transforms.h"
 
 #ifndef LENET_ISA
 #error "compile with -DLENET_ISA=avx512|avx2|generic"
@@ -334,6 +335,108 @@ void pool(const PoolArgs& a) {
     }
 }
 
+// Winograd F(2x2, r x r) transforms, alpha = r + 1: each tile's alpha x alpha
+// window d to B^T d B, and each tile's alpha x alpha products m to A^T m A, a vector
+// of channels at a time. The matrices are constants: unrolled, the zeros of B^T
+// and A^T cost nothing and their ones no multiplication.
+template <int R>
+constexpr WinogradMatrices<R> kWinograd = winograd_matrices<R>();
+
+// sum_k c[k] x[k] over the nonzero c[k] (zero when all are).
+template <int N>
+inline V combine(const double* c, const V* x) {
+    V acc{};
+    bool first = true;
+#pragma GCC unroll 6
+    for (int k = 0; k < N; ++k) {
+        if (c[k] == 0) continue;
+        const V term = c[k] == 1 ? x[k] : c[k] == -1 ? -x[k] : x[k] * float(c[k]);
+        acc = first ? term : acc + term;
+        first = false;
+    }
+    return acc;
+}
+
+template <int R>
+void winograd_in_t(const WinogradArgs& a) {
+    constexpr int A = R + 1;
+    constexpr const auto& w = kWinograd<R>;
+    const size_t plane = size_t(a.count) * a.ci;  // floats per tile position
+    for (int t = 0; t < a.count; ++t) {
+        const float* src = a.tiles[t].src;
+        float* v = a.v + size_t(t) * a.ci;
+        for (int c = 0; c < a.ci; c += kWidth) {
+            V rows[A][A];  // B^T d, transposed: rows[j][i]
+#pragma GCC unroll 6
+            for (int j = 0; j < A; ++j) {
+                V d[A];
+#pragma GCC unroll 6
+                for (int k = 0; k < A; ++k) d[k] = load(src + k * a.src_row + size_t(j) * a.ci + c);
+#pragma GCC unroll 6
+                for (int i = 0; i < A; ++i) rows[j][i] = combine<A>(&w.bt[i * A], d);
+            }
+#pragma GCC unroll 6
+            for (int i = 0; i < A; ++i) {
+                V row[A];
+#pragma GCC unroll 6
+                for (int k = 0; k < A; ++k) row[k] = rows[k][i];
+#pragma GCC unroll 6
+                for (int j = 0; j < A; ++j) {
+                    const V out = combine<A>(&w.bt[j * A], row);
+                    std::memcpy(v + (i * A + j) * plane + c, &out, sizeof out);
+                }
+            }
+        }
+    }
+}
+
+template <int R>
+void winograd_out_t(const WinogradArgs& a) {
+    constexpr int A = R + 1;
+    constexpr const auto& w = kWinograd<R>;
+    const size_t plane = size_t(a.count) * a.ldm;
+    const bool relu = a.relu;
+    for (int t = 0; t < a.count; ++t) {
+        const WinogradTile& tile = a.tiles[t];
+        const float* m = a.m + size_t(t) * a.ldm;
+        for (int o = 0; o < a.co; o += kWidth) {
+            V cols[2][A];  // A^T m
+#pragma GCC unroll 6
+            for (int j = 0; j < A; ++j) {
+                V col[A];
+#pragma GCC unroll 6
+                for (int k = 0; k < A; ++k) col[k] = load(m + (k * A + j) * plane + o);
+#pragma GCC unroll 2
+                for (int i = 0; i < 2; ++i) cols[i][j] = combine<A>(&w.at[i * A], col);
+            }
+            V y[2][2];
+#pragma GCC unroll 2
+            for (int i = 0; i < 2; ++i)
+#pragma GCC unroll 2
+                for (int l = 0; l < 2; ++l) y[i][l] = combine<A>(&w.at[l * A], cols[i]);
+            const V bias = load(a.bias + o);
+            const int left = a.co - o;
+            if (a.pool) {
+                const V t0 = y[0][0] > y[0][1] ? y[0][0] : y[0][1];
+                const V t1 = y[1][0] > y[1][1] ? y[1][0] : y[1][1];
+                V r = (t0 > t1 ? t0 : t1) + bias;
+                if (relu) r = r < 0.f ? 0.f : r;  // NaN stays NaN, as in TensorFlow
+                store(tile.dst + o, r, left);
+                continue;
+            }
+            for (int i = 0; i < tile.rows; ++i)
+                for (int l = 0; l < tile.cols; ++l) {
+                    V r = y[i][l] + bias;
+                    if (relu) r = r < 0.f ? 0.f : r;
+                    store(tile.dst + i * a.dst_row + size_t(l) * a.co + o, r, left);
+                }
+        }
+    }
+}
+
+void winograd_in(const WinogradArgs& a) { a.alpha == 4 ? winograd_in_t<3>(a) : winograd_in_t<5>(a); }
+void winograd_out(const WinogradArgs& a) { a.alpha == 4 ? winograd_out_t<3>(a) : winograd_out_t<5>(a); }
+
 // Independent chains of multiply-adds, enough to cover the FMA latency on every
 // FMA port, within the register file.
 constexpr int kChains = 12;
@@ -358,6 +461,7 @@ float mac_loop(int64_t iters) {
 extern const KernelTable LENET_CAT(kTable_, LENET_ISA);
 const KernelTable LENET_CAT(kTable_, LENET_ISA) = {LENET_STR(LENET_ISA), &LENET_ISA::conv,
                                                   &LENET_ISA::conv_rows_pool, &LENET_ISA::pool,
+                                                  &LENET_ISA::winograd_in, &LENET_ISA::winograd_out,
                                                   &LENET_ISA::mac_loop, int64_t(LENET_ISA::kChains) * LENET_ISA::kWidth};
 
 }  // namespace lenet::cpu

@@ -9,12 +9,15 @@
 
 #include "../backend.h"
 #include "direct.h"
+#include "winograd.h"
 
 namespace lenet::cpu {
 
 // A Step's weights packed for the direct kernels (CpuBackend::prepare).
+// A convolution that winograd_fits has `winograd` packed instead (alpha > 0).
 struct PackedStep : StepConstants {
     PackedWeights packed;
+    WinogradWeights winograd;
 };
 
 // `table` null (cpu_kernels="blas") or `packed` null (grouped or dilated
