@@ -53,6 +53,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from ._native import _core
 from .errors import ImageTooLargeError, InputError, InputFileNotFoundError
 
 try:
@@ -392,7 +393,6 @@ def _read_error(source: str, err: int) -> InputError:
 def read_paths(paths: Sequence, labels: Sequence[str]) -> list:
     """Each file's bytes, or its InputError, read in one call of the core with the GIL
     released (no Python per file: a reader thread does not contend for the GIL)."""
-    from ._native import _core
     got = _core.read_files([os.fsencode(p) for p in paths], MAX_FILE_BYTES)
     return [_read_error(label, data) if isinstance(data, int) else data for data, label in zip(got, labels)]
 
@@ -804,7 +804,6 @@ def _read_native(items: list, labels: Sequence[str], h: int, w: int, c: int) -> 
     InputError. For a one-channel model, each file or bytes that is a plain 8-bit grayscale
     PNG of h x w is decoded by the core and becomes _DECODED. Returns the decoded items'
     indices, ascending, and their pixels, uint8 (k, h, w) in the same order."""
-    from ._native import _core
     gray = c == 1 and bool(_core.png_decoder) and h * w <= max_image_pixels()
     owner: list = []
     pixels = np.zeros((0, h, w), np.uint8)

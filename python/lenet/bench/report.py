@@ -257,7 +257,8 @@ def floor_table(header: dict, results: list[dict]) -> list[str]:
             fmt_rate(about["floor_images_per_s"]), floor]) + " |")
     lines += ["", "ratio at b1: this engine's latency over the fastest other's (lower is better); ratio in "
               "throughput: this engine's images/s over the best other's (higher is better); of floor: "
-              "throughput over the FMA floor."
+              "throughput over the FMA floor, which counts the model's nominal multiply-adds (the CPU's "
+              "Winograd convolutions compute fewer: such a model can pass 100%)."
               + (" For `lenet-cuda` the others are the other engines on the GPU." if any(
                   r["device"] == "cuda" and r["status"] == "ok" and not r["contender"].startswith("lenet-")
                   for r in results) else "")]
