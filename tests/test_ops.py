@@ -251,6 +251,32 @@ def test_winograd_convolutions(h, w, ci, co, k, pad, pooled, n, threads, kernels
     assert algorithms[0] == ("winograd" if kernels not in ("blas", "nchw") else None)
 
 
+def test_winograd_matches_the_blas_path_on_random_shapes():
+    # 60 seeded shapes around the tile edges (odd sizes, 1-pixel images, 'same' and
+    # 'valid', pooled or not, channel counts on both sides of a 16-lane block).
+    rng = np.random.default_rng(2026)
+    chosen = 0
+    for _ in range(60):
+        k, same, pooled = int(rng.choice([3, 5])), bool(rng.integers(2)), bool(rng.integers(2))
+        h, w = (int(rng.integers(1 if same else k, 20)) for _ in range(2))
+        ci, co, n = int(rng.integers(16, 50)), int(rng.integers(1, 70)), int(rng.integers(1, 4))
+        oh, ow = (h, w) if same else (h - k + 1, w - k + 1)
+        pooled = pooled and oh >= 2 and ow >= 2
+        x = rng.standard_normal((n, h, w, ci)).astype(np.float32)
+        wt = (rng.standard_normal((k, k, ci, co)) / math.sqrt(k * k * ci)).astype(np.float32)
+        b = rng.standard_normal(co).astype(np.float32)
+        layers = lambda: [layer("conv2d", kernel=(k, k), same_padding=same, filters=co, activation="relu",  # noqa: E731
+                                weights=wt, bias=b)] + ([layer("max_pool2d", kernel=(2, 2), strides=(2, 2))]
+                                                        if pooled else [])
+        ex = _core.Executor(network(layers(), x.shape[1:]), "cpu", 2)
+        got = ex.run(x).reshape(n, -1)
+        chosen += ex.describe()[0]["kernels"][0].get("algorithm") == "winograd"
+        want = run(layers(), x, threads=1, kernels="blas")
+        np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5,
+                                   err_msg=f"h={h} w={w} ci={ci} co={co} k={k} same={same} pooled={pooled} n={n}")
+    assert chosen >= 50, chosen   # 56 of 60 qualify (16+ channels; 3x3 wants few padded ones)
+
+
 @pytest.mark.parametrize("ci,k,s,winograd", [(16, 3, 1, True), (15, 3, 1, False), (8, 5, 1, False),
                                              (17, 3, 1, False), (17, 5, 1, True), (32, 4, 1, False),
                                              (32, 3, 2, False), (32, 1, 1, False)])
