@@ -97,7 +97,9 @@ def sanitized():
 
     pkg = BUILD / "pkg"
     shutil.rmtree(pkg, ignore_errors=True)
-    shutil.copytree(REPO / "python" / "lenet", pkg / "lenet", ignore=shutil.ignore_patterns("__pycache__"))
+    # Only the sanitized native modules: a checkout with modules built in place (or linked
+    # there) would otherwise bring an uninstrumented _cuda against the sanitized liblenet.
+    shutil.copytree(REPO / "python" / "lenet", pkg / "lenet", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     for lib in [*BUILD.glob("_core*.so"), BUILD / "liblenet.so"]:
         shutil.copy(lib, pkg / "lenet" / lib.name)
     (pkg / "lenet" / "weights").mkdir(exist_ok=True)
