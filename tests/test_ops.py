@@ -116,6 +116,14 @@ def network(layers, shape):
     return _core.Network(layers, [int(v) for v in shape], "test")
 
 
+def conv_inputs(rng, n, h, w, ci, co, k):
+    """A convolution's test inputs: n images (h, w, ci), a k x k kernel to co channels
+    scaled as trained weights are (He, so outputs stay O(1) for every fan-in), a bias."""
+    x = rng.standard_normal((n, h, w, ci)).astype(np.float32)
+    wt = (rng.standard_normal((k, k, ci, co)) / math.sqrt(k * k * ci)).astype(np.float32)
+    return x, wt, rng.standard_normal(co).astype(np.float32)
+
+
 def run(layers, x, threads=1, kernels="auto"):
     """The network's outputs on x (n, *input shape), one row per image."""
     net = network(layers, x.shape[1:])
@@ -208,9 +216,7 @@ FUSED_CASES = [
 @pytest.mark.parametrize("h,w,ci,co,k,pad,act", FUSED_CASES)
 @pytest.mark.parametrize("n,threads", [(1, 1), (1, 2), (5, 2)])
 def test_conv_then_max_pool(h, w, ci, co, k, pad, act, n, threads, kernels):
-    x = RNG.standard_normal((n, h, w, ci)).astype(np.float32)
-    wt = (RNG.standard_normal((k, k, ci, co)) / math.sqrt(k * k * ci)).astype(np.float32)
-    b = RNG.standard_normal(co).astype(np.float32)
+    x, wt, b = conv_inputs(RNG, n, h, w, ci, co, k)
     got = run([layer("conv2d", kernel=(k, k), same_padding=pad == "same", filters=co, activation=act, weights=wt,
                      bias=b),
                layer("max_pool2d", kernel=(2, 2), strides=(2, 2))], x, threads=threads, kernels=kernels)
@@ -235,9 +241,7 @@ WINOGRAD_CASES = [
 @pytest.mark.parametrize("h,w,ci,co,k,pad,pooled", WINOGRAD_CASES)
 @pytest.mark.parametrize("n,threads", [(1, 1), (1, 2), (4, 2)])
 def test_winograd_convolutions(h, w, ci, co, k, pad, pooled, n, threads, kernels):
-    x = RNG.standard_normal((n, h, w, ci)).astype(np.float32)
-    wt = (RNG.standard_normal((k, k, ci, co)) / math.sqrt(k * k * ci)).astype(np.float32)
-    b = RNG.standard_normal(co).astype(np.float32)
+    x, wt, b = conv_inputs(RNG, n, h, w, ci, co, k)
     layers = [layer("conv2d", kernel=(k, k), same_padding=pad == "same", filters=co, activation="relu", weights=wt,
                     bias=b)]
     want = ref_conv(x, wt, b, (1, 1), pad, "relu")
@@ -262,9 +266,7 @@ def test_winograd_matches_the_blas_path_on_random_shapes():
         ci, co, n = int(rng.integers(16, 50)), int(rng.integers(1, 70)), int(rng.integers(1, 4))
         oh, ow = (h, w) if same else (h - k + 1, w - k + 1)
         pooled = pooled and oh >= 2 and ow >= 2
-        x = rng.standard_normal((n, h, w, ci)).astype(np.float32)
-        wt = (rng.standard_normal((k, k, ci, co)) / math.sqrt(k * k * ci)).astype(np.float32)
-        b = rng.standard_normal(co).astype(np.float32)
+        x, wt, b = conv_inputs(rng, n, h, w, ci, co, k)
         layers = lambda: [layer("conv2d", kernel=(k, k), same_padding=same, filters=co, activation="relu",  # noqa: E731
                                 weights=wt, bias=b)] + ([layer("max_pool2d", kernel=(2, 2), strides=(2, 2))]
                                                         if pooled else [])

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -160,7 +159,7 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_answer(engine, mn
         np.testing.assert_allclose(r.json()["probabilities"], w.probabilities, atol=1e-6)
     stats = app.state.server.batcher.stats
     assert stats.images == 256 and stats.batches < 256 and max(stats.batch_sizes) > 1   # batched
-    assert f"lenet_images_total 256" in metrics and 'lenet_requests_total{status="200"} 256' in metrics
+    assert "lenet_images_total 256" in metrics and 'lenet_requests_total{status="200"} 256' in metrics
     assert "lenet_batch_size_bucket" in metrics and "lenet_request_seconds_count 256" in metrics
 
 

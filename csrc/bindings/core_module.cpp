@@ -8,6 +8,7 @@
 #include <cmath>
 #include <memory>
 #include <tuple>
+#include <utility>
 
 #include "../backends/backend.h"
 #include "../backends/cpu/cpu_backend.h"
@@ -26,6 +27,16 @@ namespace py = pybind11;
 using namespace lenet;
 
 namespace {
+
+// (pixels uint8 (decoded, height, width), rows int64) of a decoded stack; the pixels stay
+// in the vector that holds them: the array owns it (no copy).
+std::pair<py::array_t<uint8_t>, py::array_t<int64_t>> stack_arrays(GrayStack&& stack) {
+    auto* holder = new std::vector<uint8_t>(std::move(stack.pixels));
+    py::capsule owner(holder, [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
+    py::array_t<uint8_t> pixels({py::ssize_t(stack.decoded), py::ssize_t(stack.height), py::ssize_t(stack.width)},
+                                holder->data(), owner);
+    return {pixels, py::array_t<int64_t>(py::ssize_t(stack.rows.size()), stack.rows.data())};
+}
 
 Tensor to_tensor(const py::array_t<float, py::array::c_style | py::array::forcecast>& a) {
     Tensor t;
@@ -322,23 +333,18 @@ PYBIND11_MODULE(_core, m) {
         "read_gray_images",
         [](const std::vector<std::string>& paths, size_t max_bytes, int height, int width) {
             if (height < 1 || width < 1) throw py::value_error("read_gray_images: height and width must be positive");
-            auto got = std::make_unique<GrayImagesRead>();
+            std::unique_ptr<GrayImagesRead> got;
             {
                 py::gil_scoped_release release;
-                *got = read_gray_images(paths, max_bytes, height, width);
+                got = std::make_unique<GrayImagesRead>(read_gray_images(paths, max_bytes, height, width));
             }
             py::list files(got->files.size());
             for (size_t i = 0; i < got->files.size(); ++i) {
                 const FileRead& f = got->files[i];
                 files[i] = f.error ? py::object(py::int_(f.error))
-                                   : got->rows[i] >= 0 ? py::object(py::none()) : py::object(py::bytes(f.data));
+                                   : got->stack.rows[i] >= 0 ? py::object(py::none()) : py::object(py::bytes(f.data));
             }
-            py::array_t<int64_t> rows(py::ssize_t(got->rows.size()), got->rows.data());
-            // The pixels stay in the vector that holds them: the array owns it (no copy).
-            auto* holder = new std::vector<uint8_t>(std::move(got->pixels));
-            py::capsule owner(holder, [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
-            py::array_t<uint8_t> pixels({py::ssize_t(got->decoded), py::ssize_t(height), py::ssize_t(width)},
-                                        holder->data(), owner);
+            auto [pixels, rows] = stack_arrays(std::move(got->stack));
             return py::make_tuple(files, pixels, rows);
         },
         py::arg("paths"), py::arg("max_bytes"), py::arg("height"), py::arg("width"),
@@ -358,24 +364,15 @@ PYBIND11_MODULE(_core, m) {
                                                                             size_t(PyBytes_GET_SIZE(item.ptr())))
                                                          : std::string_view());
             }
-            const size_t image = size_t(height) * size_t(width);
-            auto* pixels = new std::vector<uint8_t>();
-            py::capsule owner(pixels, [](void* p) { delete static_cast<std::vector<uint8_t>*>(p); });
-            std::vector<int64_t> rows(data.size(), -1);
-            size_t decoded = 0;
+            GrayStack stack(data.size(), height, width);
             {
                 py::gil_scoped_release release;
-                for (size_t i = 0; i < data.size(); ++i) {
-                    if (data[i].empty()) continue;
-                    pixels->resize((decoded + 1) * image);
-                    if (decode_gray_png(data[i], height, width, pixels->data() + decoded * image))
-                        rows[i] = int64_t(decoded++);
-                }
-                pixels->resize(decoded * image);
+                for (size_t i = 0; i < data.size(); ++i)
+                    if (!data[i].empty()) stack.add(i, data[i]);
+                stack.finish();
             }
-            py::array_t<uint8_t> out({py::ssize_t(decoded), py::ssize_t(height), py::ssize_t(width)},
-                                     pixels->data(), owner);
-            return py::make_tuple(out, py::array_t<int64_t>(py::ssize_t(rows.size()), rows.data()));
+            auto [pixels, rows] = stack_arrays(std::move(stack));
+            return py::make_tuple(pixels, rows);
         },
         py::arg("items"), py::arg("height"), py::arg("width"),
         "Each item that is bytes of a plain 8-bit grayscale PNG of height x width, decoded (GIL "

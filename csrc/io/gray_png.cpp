@@ -1,5 +1,6 @@
 #include "gray_png.h"
 
+#include <algorithm>
 #include <cstring>
 
 #ifdef LENET_HAVE_PNG
@@ -114,5 +115,17 @@ bool decode_gray_png(std::string_view data, int height, int width, uint8_t* out)
     return false;
 #endif
 }
+
+GrayStack::GrayStack(size_t inputs, int height, int width) : height(height), width(width), rows(inputs, -1) {}
+
+bool GrayStack::add(size_t i, std::string_view data) {
+    const size_t image = size_t(height) * size_t(width);
+    if (pixels.size() < (decoded + 1) * image) pixels.resize(std::max(pixels.size() * 2, (decoded + 1) * image));
+    if (!decode_gray_png(data, height, width, &pixels[decoded * image])) return false;
+    rows[i] = int64_t(decoded++);
+    return true;
+}
+
+void GrayStack::finish() { pixels.resize(decoded * size_t(height) * size_t(width)); }
 
 }  // namespace lenet

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace lenet {
 
@@ -23,5 +24,21 @@ std::string gray_png_decoder();
 // pixels read (only IHDR, IDAT, IEND and text, time and pHYs chunks). Returns false,
 // with `out` in an unspecified state, for anything else; never throws, never prints.
 bool decode_gray_png(std::string_view data, int height, int width, uint8_t* out);
+
+// Images decoded one after another into one stack: input i, when decode_gray_png takes
+// it, becomes the next height x width bytes of `pixels` and rows[i] their index; -1
+// for an input left to the caller.
+struct GrayStack {
+    GrayStack(size_t inputs, int height, int width);
+    // Decodes input i (each at most once) onto the stack; whether it was taken.
+    bool add(size_t i, std::string_view data);
+    // Trims `pixels` to the decoded images.
+    void finish();
+
+    int height, width;
+    std::vector<uint8_t> pixels;
+    std::vector<int64_t> rows;
+    size_t decoded = 0;
+};
 
 }  // namespace lenet

@@ -1,8 +1,5 @@
 #include "read_files.h"
 
-#include "gray_png.h"
-
-#include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -60,22 +57,13 @@ std::vector<FileRead> read_files(const std::vector<std::string>& paths, size_t m
 }
 
 GrayImagesRead read_gray_images(const std::vector<std::string>& paths, size_t max_bytes, int height, int width) {
-    GrayImagesRead out;
-    out.files.resize(paths.size());
-    out.rows.assign(paths.size(), -1);
-    const size_t image = size_t(height) * size_t(width);
+    GrayImagesRead out{std::vector<FileRead>(paths.size()), GrayStack(paths.size(), height, width)};
     for (size_t i = 0; i < paths.size(); ++i) {
         FileRead& file = out.files[i];
         file.error = read_one(paths[i], max_bytes, file.data);
-        if (file.error) continue;
-        if (out.pixels.size() < (out.decoded + 1) * image)
-            out.pixels.resize(std::max(out.pixels.size() * 2, (out.decoded + 1) * image));
-        if (decode_gray_png(file.data, height, width, &out.pixels[out.decoded * image])) {
-            out.rows[i] = int64_t(out.decoded++);
-            std::string().swap(file.data);
-        }
+        if (!file.error && out.stack.add(i, file.data)) std::string().swap(file.data);
     }
-    out.pixels.resize(out.decoded * image);
+    out.stack.finish();
     return out;
 }
 

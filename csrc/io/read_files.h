@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "gray_png.h"
+
 namespace lenet {
 
 struct FileRead {
@@ -19,14 +21,12 @@ struct FileRead {
 // cannot be read (its errno is in its entry).
 std::vector<FileRead> read_files(const std::vector<std::string>& paths, size_t max_bytes);
 
-// read_files, and each file that decode_gray_png takes decoded as it is read: its pixels
-// are the next height x width bytes of `pixels`, its `rows` entry their index (-1 for a
-// file left to the caller: its bytes or errno are in `files`, as read_files gives them).
+// read_files, and each file that decode_gray_png takes decoded as it is read onto
+// `stack` (its bytes dropped); a file left to the caller keeps its bytes or errno in
+// `files`, as read_files gives them.
 struct GrayImagesRead {
     std::vector<FileRead> files;
-    std::vector<uint8_t> pixels;
-    std::vector<int64_t> rows;
-    size_t decoded = 0;
+    GrayStack stack;
 };
 GrayImagesRead read_gray_images(const std::vector<std::string>& paths, size_t max_bytes, int height, int width);
 

@@ -10,9 +10,10 @@
     GET  /                   a page to draw a digit on
 
 Photos are decoded and prepared on worker threads, small images (at most 64x64 pixels)
-on the event loop; the engine calls go through the Batcher (lenet/serve/batcher.py). Errors: 413 (body or image too large), 415
-(a content type it does not read), 422 (not an image, no digit: the message lenet-cli
-prints), 503 + Retry-After (queue full), 504 (the request took longer than the timeout).
+on the event loop; the engine calls go through the Batcher (lenet/serve/batcher.py).
+Errors: 413 (body or image too large), 415 (a content type it does not read), 422 (not
+an image, no digit: the message lenet-cli prints), 503 + Retry-After (queue full), 504
+(the request took longer than the timeout).
 """
 
 

@@ -20,7 +20,6 @@ import collections
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Optional
 
 import numpy as np
 
