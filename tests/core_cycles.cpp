@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "net/errors.h"
-#include "net/executor.h"
+#include "support/errors.h"
+#include "runtime/executor.h"
 #include "net/network.h"
 
 using namespace lenet;

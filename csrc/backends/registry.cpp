@@ -4,7 +4,7 @@
 #include <map>
 #include <mutex>
 
-#include "../net/errors.h"
+#include "../support/errors.h"
 #include "backend.h"
 #include "cpu/cpu_backend.h"
 

@@ -6,23 +6,13 @@
 // every layer. Internal to net/.
 #pragma once
 
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "../support/format.h"
 #include "network.h"
 
 namespace lenet {
-
-// "(1, 2)", "(3,)": a shape or a list of ints as Python writes a tuple, for messages.
-template <class T>
-std::string tuple_str(const std::vector<T>& v) {
-    std::ostringstream s;
-    s << "(";
-    for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
-    s << (v.size() == 1 ? ",)" : ")");
-    return s.str();
-}
 
 // What a row sees of the layer it is asked about.
 struct LayerContext {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "errors.h"
+#include "../support/errors.h"
 #include "layer_table.h"
 #include "limits.h"
 

@@ -5,9 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
-#include "errors.h"
+#include "../support/errors.h"
 #include "layer_table.h"
 #include "layout.h"
 #include "limits.h"
@@ -34,12 +33,14 @@ const char* to_string(Act a) {
 }
 
 std::string Activation::str() const {
-    std::ostringstream s;
-    s << to_string(kind);
-    if (kind == Act::relu && !plain_relu()) s << "(slope " << alpha << ", max " << max_value << ", threshold " << threshold << ")";
-    if (kind == Act::elu && alpha != 1.f) s << "(" << alpha << ")";
-    if (kind == Act::hard_sigmoid || kind == Act::hard_swish) s << "(" << alpha << " x + " << beta << ")";
-    return s.str();
+    std::string s = to_string(kind);
+    if (kind == Act::relu && !plain_relu())
+        s += "(slope " + number_str(alpha) + ", max " + number_str(max_value) + ", threshold " + number_str(threshold) +
+             ")";
+    if (kind == Act::elu && alpha != 1.f) s += "(" + number_str(alpha) + ")";
+    if (kind == Act::hard_sigmoid || kind == Act::hard_swish)
+        s += "(" + number_str(alpha) + " x + " + number_str(beta) + ")";
+    return s;
 }
 
 const char* to_string(OpKind k) {

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <new>
 
-#include "../../net/errors.h"
+#include "../../support/errors.h"
 #include "blas.h"
 #include "cpu_backend.h"
 #include "ops.h"

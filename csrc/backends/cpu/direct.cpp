@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "../../net/errors.h"
+#include "../../support/errors.h"
 
 namespace lenet::cpu {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "../../net/network.h"
-#include "../../net/thread_pool.h"
+#include "../../support/thread_pool.h"
 
 namespace lenet::cpu {
 

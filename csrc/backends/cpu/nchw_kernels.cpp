@@ -13,7 +13,7 @@
 #include <cmath>
 #include <vector>
 
-#include "../../net/errors.h"
+#include "../../support/errors.h"
 #include "../nchw/elementwise.h"
 #include "../nchw/plan.h"
 #include "blas.h"

@@ -9,7 +9,7 @@
 
 #include <string>
 
-#include "../../net/errors.h"
+#include "../../support/errors.h"
 
 namespace lenet::cuda {
 

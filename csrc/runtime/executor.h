@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "../backends/backend.h"
-#include "network.h"
-#include "thread_pool.h"
+#include "../net/network.h"
+#include "../support/thread_pool.h"
 
 namespace lenet {
 

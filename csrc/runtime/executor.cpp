@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "errors.h"
-#include "layout.h"
+#include "../support/errors.h"
+#include "../net/layout.h"
 
 namespace lenet {
 
