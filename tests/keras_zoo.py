@@ -64,10 +64,12 @@ Cases (see CASES for the list; k2 = also built with tf_keras):
   (per-element alpha and shared_axes=[1, 2]), relu_variants (max_value=6; negative_slope=0.1,
   threshold=0.5), act_<name> for selu, elu, gelu, swish, softplus, softsign, hard_sigmoid,
   relu6, exponential, tanh, sigmoid; act_inline (the same names as Dense(activation=...)),
+  act_conv (every activation name, mish, silu, hard_silu, leaky_relu included, after a Conv2D),
   identity_layers (SpatialDropout2D, GaussianNoise, GaussianDropout, ActivityRegularization,
   AlphaDropout), cropping (symmetric, asymmetric), zero_padding, depthwise (multiplier 1, 2),
   separable, dilated, grouped (groups=2, 4), pool_strides (strides != pool_size, 'same'),
-  cf_cnn / cf_global / cf_gap (channels_first, input (1, 28, 28)), lenet5_32 ((32, 32, 1) input).
+  cf_cnn / cf_global / cf_gap (channels_first, input (1, 28, 28)), lenet5_32 ((32, 32, 1) input),
+  lenet5_classic (tanh, average pooling, sigmoid head).
 - Functional: residual (Add), concat_branches (Concatenate on channels), merge_average,
   merge_multiply, merge_subtract, merge_maximum, merge_minimum, concat_dense (two flat branches).
 
@@ -665,6 +667,19 @@ def _b_act_inline(K):
     return _seq(K, (784,), *[L.Dense(16, activation=a) for a in ACTIVATIONS], L.Dense(10))
 
 
+# Every activation a Keras file can name, each after a convolution: on the GPU the
+# cuDNN-fused conv + bias + ReLU for plain ReLU, the convolution then lenet's bias and
+# activation kernel for every other (names this Keras lacks are left out).
+CONV_ACTIVATIONS = ("relu", *ACTIVATIONS, "mish", "silu", "hard_silu", "hard_swish", "leaky_relu", "linear")
+
+
+def _b_act_conv(K):
+    L = K.layers
+    acts = [a for a in CONV_ACTIVATIONS if hasattr(K.activations, a)]
+    return _seq(K, (28, 28, 1), *[L.Conv2D(4, 3, padding="same", activation=a) for a in acts],
+                L.MaxPooling2D(4), *_head(L))
+
+
 def _b_identity_layers(K):
     L = K.layers
     return _seq(K, (28, 28, 1), L.Conv2D(4, 3, activation="relu"), L.SpatialDropout2D(0.2), L.GaussianNoise(0.1),
@@ -755,6 +770,15 @@ def _b_lenet5_32(K):
     return _seq(K, (32, 32, 1), L.Conv2D(6, 5, activation="tanh"), L.AveragePooling2D(2),
                 L.Conv2D(16, 5, activation="tanh"), L.AveragePooling2D(2), L.Flatten(),
                 L.Dense(120, activation="tanh"), L.Dense(84, activation="tanh"), L.Dense(10, activation="softmax"))
+
+
+def _b_lenet5_classic(K):
+    """LeNet-5 as users write it for MNIST: 'same' first convolution, tanh, average
+    pooling, and a sigmoid head."""
+    L = K.layers
+    return _seq(K, (28, 28, 1), L.Conv2D(6, 5, padding="same", activation="tanh"), L.AveragePooling2D(2),
+                L.Conv2D(16, 5, activation="tanh"), L.AveragePooling2D(2), L.Flatten(),
+                L.Dense(120, activation="tanh"), L.Dense(84, activation="tanh"), L.Dense(10, activation="sigmoid"))
 
 
 def _b_residual(K):
@@ -903,6 +927,8 @@ _SPECS: list[_Case] = [
       for a in ACTIVATIONS],
     _Case("act_inline", "Dense(16, activation=a) for every a of ACTIVATIONS in a chain -> Dense(10) logits",
           _b_act_inline, gain=2.0, forms3=("h5", "keras")),
+    _Case("act_conv", "Conv2D(4, 3, same, activation=a) for every a of CONV_ACTIVATIONS in a chain -> MaxPool -> "
+                      "Dense(10, softmax)", _b_act_conv, forms3=("h5", "keras")),
     _Case("identity_layers", "SpatialDropout2D, GaussianNoise, GaussianDropout, ActivityRegularization, "
                              "AlphaDropout (identities at inference)", _b_identity_layers,
           forms3=("h5", "keras"), forms2=("h5", "weights_h5")),
@@ -925,6 +951,9 @@ _SPECS: list[_Case] = [
           forms3=("h5", "weights.h5")),
     _Case("lenet5_32", "LeNet-5 on a (32, 32, 1) input (random inputs only)", _b_lenet5_32,
           forms2=("h5", "weights_h5")),
+    _Case("lenet5_classic", "classic LeNet-5: Conv(6, 5, same, tanh) -> AveragePooling -> Conv(16, 5, tanh) -> "
+                            "AveragePooling -> Dense(120, tanh) -> Dense(84, tanh) -> Dense(10, sigmoid)",
+          _b_lenet5_classic, forms3=("h5", "keras"), forms2=("h5", "weights_h5")),
     # 7. Functional
     _Case("residual", "residual block: Conv -> Conv -> Conv, Add with the skip, Activation", _b_residual,
           forms3=_ALL3, forms2=("h5", "weights_h5", "keras_windows")),
@@ -981,6 +1010,7 @@ KERAS3_DIFFERS: dict[str, str] = {
     "k2_act_hard_sigmoid.h5": _FW_ERR_HARD_SIGMOID,
     "k2_act_hard_sigmoid.keras": _FW_ERR_HARD_SIGMOID,
     "k2_act_inline.h5": _FW_ERR_HARD_SIGMOID,
+    "k2_act_conv.h5": _FW_ERR_HARD_SIGMOID,
 }
 
 

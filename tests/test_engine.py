@@ -211,3 +211,36 @@ def test_concurrent_callers_get_their_own_answers(engine, digits):
     x = digits[0].astype(np.float32)[..., None] / 255
     check_concurrent_calls(engine.predict_proba, x, [1, 3, 64, 17, 2, 40, 1, 9], 30,
                            lambda got, want: np.testing.assert_allclose(got, want, atol=1e-6))
+
+
+def test_a_closed_engine_says_so_when_used():
+    x = np.zeros((3, 28, 28, 1), np.float32)
+    with lenet.Engine("lenet5", device="cpu", threads=2) as eng:
+        assert not eng.closed
+        assert eng.predict_proba(x).shape == (3, 10)
+    assert eng.closed and eng.threads == 2 and "lenet5" in repr(eng)
+    for use in (lambda: eng.predict_proba(x), lambda: eng.predict(x), lambda: eng.infer(x[0, :, :, 0]),
+                eng.describe):
+        with pytest.raises(lenet.Error, match="is closed"):
+            use()
+    eng.close()   # idempotent
+
+
+def test_engines_open_at_exit_are_closed_before_the_interpreter_tears_down():
+    """atexit closes every open engine (on CUDA: handles, streams, graphs and memory
+    released in order while the runtime is up). A handler registered before lenet's
+    runs after it (atexit is last in, first out) and sees them closed."""
+    import subprocess
+    import sys
+    code = ("import atexit\n"
+            "seen = {}\n"
+            "atexit.register(lambda: print('closed at exit:', [e.closed for e in seen['engines']]))\n"
+            "import numpy as np, lenet\n"
+            "seen['engines'] = [lenet.Engine(n, device='cpu') for n in ('lenet5', 'lenet-keras')]\n"
+            "seen['engines'][0].predict_proba(np.zeros((3, 28, 28, 1), np.float32))\n"
+            "lenet.infer(np.zeros((28, 28), np.uint8), device='cpu')\n"   # the default engine too
+            "print('open:', [e.closed for e in seen['engines']])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "open: [False, False]" in out.stdout and "closed at exit: [True, True]" in out.stdout, out.stdout
+    assert not out.stderr.strip(), out.stderr[-2000:]

@@ -1,10 +1,9 @@
-// lenet._cuda: registers the CUDA backend with the core's registry when
-// imported, and exposes what can be asked without running anything: device
-// count, versions, and the cuDNN planner (which needs no GPU).
-#include <cublas_v2.h>
-#include <cuda_runtime_api.h>
-#include <cudnn.h>
-#include <dlfcn.h>
+// lenet._cuda: the CUDA backend as a module of its own, so that `import lenet`
+// works without CUDA. Importing it loads nothing of cuDNN or cuBLAS: load_libraries
+// opens them (libraries.h says how, and why not through the dynamic linker's
+// global scope) and only then registers the backend with the core's registry. The
+// rest is what can be asked without running anything: device count, versions,
+// memory, and the cuDNN planner (which needs no GPU).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -12,11 +11,15 @@
 #include <string>
 
 #include "../backends/cuda/cuda_backend.h"
+#include "../backends/cuda/libraries.h"
 #include "../backends/cuda/planner.h"
+#include "../backends/cuda/resources.h"
 #include "../net/network.h"
+#include "cuda_libraries.h"
 
 namespace py = pybind11;
 using namespace lenet;
+namespace lib = lenet::cuda::lib;
 
 namespace {
 
@@ -25,29 +28,22 @@ std::string cudnn_version(size_t v) {
     return std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." + std::to_string(v % 100);
 }
 
-// The functions whose binding says which cuBLAS and cuDNN this module calls. Taking
-// a function's address here reads the module's own GOT entry: the definition the
-// dynamic linker bound the module's calls to, whichever library that is.
-const std::map<std::string, const void*>& probes() {
-    static const std::map<std::string, const void*> table{
-        {"cublasCreate_v2", reinterpret_cast<const void*>(&cublasCreate_v2)},
-        {"cublasGetProperty", reinterpret_cast<const void*>(&cublasGetProperty)},
-        {"cudnnCreate", reinterpret_cast<const void*>(&cudnnCreate)},
-        {"cudnnGetVersion", reinterpret_cast<const void*>(&cudnnGetVersion)},
-    };
-    return table;
+void require_libraries() {
+    if (!cuda::libraries_loaded()) throw CudaError("cuDNN and cuBLAS are not loaded (lenet._cuda.load_libraries)");
 }
 
-// The file of the shared object that defines `symbol` as this module calls it.
-std::string symbol_library(const std::string& symbol) {
-    const auto it = probes().find(symbol);
-    if (it == probes().end()) throw py::value_error("no probe for '" + symbol + "'");
-    Dl_info where{};
-    if (!dladdr(it->second, &where) || !where.dli_fname) return "";
-    return where.dli_fname;
+py::dict load_libraries(const std::vector<std::string>& cudnn, const std::vector<std::string>& cublas) {
+    const cuda::LoadReport r = cuda::load_libraries(cudnn, cublas);
+    if (!backend_registered("cuda")) register_backend("cuda", cuda::make_cuda_backend);
+    py::dict d;
+    d["cudnn_path"] = r.cudnn_path;
+    d["cublas_path"] = r.cublas_path;
+    d["isolation"] = r.isolation;
+    return d;
 }
 
 py::dict info() {
+    require_libraries();
     py::dict d;
     int runtime = 0, driver = 0;
     cudaRuntimeGetVersion(&runtime);
@@ -55,16 +51,17 @@ py::dict info() {
     d["cuda_runtime"] = cuda_version(runtime);
     d["cuda_driver"] = cuda_version(driver);
     d["cudnn_linked"] = cudnn_version(CUDNN_VERSION);
-    d["cudnn_loaded"] = cudnn_version(cudnnGetVersion());
+    d["cudnn_loaded"] = cudnn_version(lib::cudnnGetVersion());
     d["cublas_linked"] = std::to_string(CUBLAS_VER_MAJOR) + "." + std::to_string(CUBLAS_VER_MINOR) + "." +
                          std::to_string(CUBLAS_VER_PATCH);
     int major = 0, minor = 0, patch = 0;
-    cublasGetProperty(MAJOR_VERSION, &major);
-    cublasGetProperty(MINOR_VERSION, &minor);
-    cublasGetProperty(PATCH_LEVEL, &patch);
+    lib::cublasGetProperty(MAJOR_VERSION, &major);
+    lib::cublasGetProperty(MINOR_VERSION, &minor);
+    lib::cublasGetProperty(PATCH_LEVEL, &patch);
     d["cublas_loaded"] = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
-    d["cudnn_path"] = symbol_library("cudnnCreate");
-    d["cublas_path"] = symbol_library("cublasCreate_v2");
+    d["cudnn_path"] = cuda::entry_point_library("cudnnCreate");
+    d["cublas_path"] = cuda::entry_point_library("cublasCreate_v2");
+    d["cuda_isolation"] = cuda::load_libraries({}, {}).isolation;
     std::string why;
     if (cuda::device_count(&why) > 0) {
         cudaDeviceProp prop{};
@@ -76,50 +73,90 @@ py::dict info() {
     return d;
 }
 
+const char* math_name(cudnnMathType_t m) {
+    switch (m) {
+        case CUDNN_DEFAULT_MATH: return "CUDNN_DEFAULT_MATH";
+        case CUDNN_TENSOR_OP_MATH: return "CUDNN_TENSOR_OP_MATH";
+        case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION";
+        case CUDNN_FMA_MATH: return "CUDNN_FMA_MATH";
+    }
+    return "?";
+}
+
 // One dict per step: what the planner gives cuDNN for `batch` images.
-py::list plan(const std::shared_ptr<Network>& net, int batch) {
+py::list plan(const std::shared_ptr<Network>& net, int batch, bool allow_tf32) {
+    require_libraries();
     py::list out;
     for (const Step& s : net->steps()) {
-        cuda::StepPlan p = cuda::plan_step(s, batch, false);
+        cuda::StepPlan p = cuda::plan_step(s, batch, allow_tf32);
         const Pads& q = p.padding.prepad;
+        const bool cudnn_op = s.op == OpKind::conv2d || s.op == OpKind::max_pool2d || s.op == OpKind::avg_pool2d;
         py::dict d;
         d["op"] = to_string(s.op);
         d["layers"] = s.layers;
         d["out"] = py::make_tuple(batch, s.out.c, s.out.h, s.out.w);
-        d["cudnn_out"] = s.op == OpKind::conv2d || s.op == OpKind::max_pool2d || s.op == OpKind::avg_pool2d
-                             ? py::object(py::make_tuple(p.cudnn_out[0], p.cudnn_out[1], p.cudnn_out[2], p.cudnn_out[3]))
-                             : py::object(py::none());
+        d["cudnn_out"] = cudnn_op ? py::object(py::make_tuple(p.cudnn_out[0], p.cudnn_out[1], p.cudnn_out[2],
+                                                              p.cudnn_out[3]))
+                                  : py::object(py::none());
         d["cudnn_pad"] = py::make_tuple(p.padding.pad_h, p.padding.pad_w);
         d["prepad"] = py::make_tuple(q.top, q.bottom, q.left, q.right);
         d["pad_value"] = p.pad_value;
         d["avg_factor"] = p.avg_factor;
+        if (s.op == OpKind::conv2d) {
+            cudnnMathType_t math{};
+            LENET_CHECK(lib::cudnnGetConvolutionMathType(p.conv.get(), &math));
+            d["math"] = math_name(math);
+            d["fusion_tried"] = p.fusion.tried;
+            d["fusion"] = p.fusion.why;
+            const cuda::ConvKey key = cuda::conv_key(p, allow_tf32);
+            d["conv_key"] = std::vector<int>(key.begin(), key.end());
+        }
         out.append(d);
     }
     return out;
+}
+
+py::dict memory() {
+    py::dict d;
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+        cudaGetLastError();
+        free = total = 0;
+    }
+    const cuda::MemoryHeld held = cuda::memory_held();
+    d["device_used"] = int64_t(total - free);
+    d["lenet_device"] = held.device;
+    d["lenet_pinned"] = held.pinned;
+    std::string why;
+    const int64_t process = cuda::process_memory_used(&why);
+    d["process"] = process >= 0 ? py::object(py::int_(process)) : py::object(py::none());
+    d["process_why"] = why;
+    return d;
 }
 
 }  // namespace
 
 PYBIND11_MODULE(_cuda, m) {
     m.doc() = "lenet's CUDA backend (cuDNN + cuBLAS)";
-    register_backend("cuda", cuda::make_cuda_backend);
+    m.attr("build_cudnn_library") = LENET_CUDNN_LIBRARY;
+    m.attr("build_cublas_library") = LENET_CUBLAS_LIBRARY;
+    m.def("load_libraries", &load_libraries, py::arg("cudnn_candidates"), py::arg("cublas_candidates"),
+          "Opens cuDNN and cuBLAS from the first candidate (a path, or a bare soname) of each list that opens "
+          "and registers the 'cuda' backend; raises CudaError naming every candidate tried. Returns the files "
+          "opened and how they were isolated from other definitions in the process.");
+    m.def("libraries_loaded", &cuda::libraries_loaded);
+    m.attr("cross_reference_probes") = cuda::cross_reference_probes();
     m.def("device_count", [] { return cuda::device_count(nullptr); }, "Usable CUDA devices; 0 without GPU or driver.");
     m.def("unavailable_reason", [] {
         std::string why;
         return cuda::device_count(&why) > 0 ? std::string() : why;
     });
-    m.def("memory_used", [] {
-        size_t free = 0, total = 0;
-        if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
-            cudaGetLastError();
-            return size_t(0);
-        }
-        return total - free;
-    }, "Bytes of GPU memory in use on the device (0 without a GPU).");
-    m.def("info", &info, "CUDA runtime/driver, cuDNN and cuBLAS versions (linked and loaded), GPU name.");
-    m.def("symbol_library", &symbol_library, py::arg("symbol"),
-          "The shared object this module's calls to `symbol` are bound to (cublasCreate_v2, cublasGetProperty, "
-          "cudnnCreate, cudnnGetVersion).");
+    m.def("memory", &memory,
+          "Device memory: device_used (the whole device, every process), lenet_device and lenet_pinned (what "
+          "lenet's engines hold now), process (this process on the device, from NVML, or None: process_why).");
+    m.def("info", &info, "CUDA runtime/driver, cuDNN and cuBLAS versions (linked and loaded), paths, GPU name.");
+    m.def("symbol_library", &cuda::entry_point_library, py::arg("symbol"),
+          "The file that defines the entry point `symbol` this module calls (cudnnCreate, cublasCreate_v2, ...).");
     m.def(
         "pick_algorithm",
         [](const std::vector<py::dict>& results, bool allow_tf32, size_t workspace_limit) {
@@ -128,14 +165,16 @@ PYBIND11_MODULE(_cuda, m) {
                 c.push_back({d["algo"].cast<int>(), d["ok"].cast<bool>(), d["time_ms"].cast<float>(),
                              d["memory"].cast<size_t>(), d["deterministic"].cast<bool>(),
                              d["tensor_math"].cast<bool>()});
-            return cuda::pick_algorithm(c, allow_tf32, workspace_limit);
+            return py::make_tuple(cuda::pick_algorithm(c, allow_tf32, workspace_limit),
+                                  cuda::rank_algorithms(c, allow_tf32, workspace_limit));
         },
         py::arg("results"), py::arg("allow_tf32"), py::arg("workspace_limit"),
         "The backend's choice among cudnnFind results (dicts: algo, ok, time_ms, memory, deterministic, "
-        "tensor_math; fastest first): an index, or -1.");
+        "tensor_math; fastest first): (the first index or -1, every index in the order tried).");
     m.def("algorithm_name", &cuda::algorithm_name, py::arg("algo"));
     m.def("cublas_workspace_bytes", &cuda::cublas_workspace_bytes, py::arg("major"),
           "The cuBLAS workspace the backend gives a GPU of this compute capability major.");
-    m.def("plan", &plan, py::arg("network"), py::arg("batch"),
-          "The cuDNN planner's descriptors for each step: runs without a GPU.");
+    m.def("plan", &plan, py::arg("network"), py::arg("batch"), py::arg("allow_tf32") = false,
+          "The cuDNN planner's descriptors for each step, the math type each convolution descriptor holds and "
+          "whether cuDNN's fused call is tried: runs without a GPU.");
 }

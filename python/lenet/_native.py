@@ -44,48 +44,34 @@ _preload_openblas()
 from . import _core  # noqa: E402
 
 
-# How the CUDA module and the wheel libraries under it are loaded. RTLD_DEEPBIND:
-# each resolves its undefined symbols in itself and its own dependencies before
-# the global scope. Without it, a process that imported TensorFlow first (whose
-# libtensorflow_framework exports stubs of the whole cuBLAS, cuBLASLt, cuDNN and
-# CUDA runtime APIs, forwarding to the CUDA 12 libraries it looks for) would bind
-# the engine's cublasCreate_v2 and friends to those stubs. RTLD_LOCAL: the wheel
-# libraries stay out of the global scope, so neither do we change what a library
-# loaded after us binds to.
-_CUDA_DLOPEN_FLAGS = os.RTLD_NOW | os.RTLD_LOCAL | getattr(os, "RTLD_DEEPBIND", 0)
-
-# The wheel libraries, dependencies first: cuBLASLt before cuBLAS, cuDNN's
-# sub-libraries (which libcudnn.so.9 opens by name when first needed) after
-# libcudnn_graph they depend on (not libcudnn_adv: RNNs and attention, never
-# used here). Preloaded, each is found by its soname when the module or cuDNN
-# asks for it, already bound to its own dependencies. Cost: ~65 MB more resident
-# memory once the CUDA module loads, which cuDNN would load on its first
-# convolution anyway.
-_CUDA_WHEEL_LIBRARIES = (
-    ("nvidia.cu13", ("libcublasLt.so.13", "libcublas.so.13")),
-    ("nvidia.cudnn", ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9",
-                      "libcudnn_engines_runtime_compiled.so.9", "libcudnn_heuristic.so.9", "libcudnn_ops.so.9",
-                      "libcudnn_cnn.so.9", "libcudnn.so.9")),
-)
+# Where cuDNN 9 and cuBLAS 13 are looked for, in order: the nvidia-* wheels this
+# Python imports, the files the build compiled against (CUDNN_ROOT or toolkit
+# builds), then the system's library search by soname. The module opens them itself
+# and calls them through handles of those exact files (csrc/backends/cuda/libraries.h
+# says why: no other definition in the process may capture the engine's calls, and
+# nothing of lenet is loaded with RTLD_DEEPBIND).
+_CUDA_WHEELS = (("nvidia.cudnn", "libcudnn.so.9"), ("nvidia.cu13", "libcublas.so.13"))
 
 
-def _preload_cuda_libraries() -> None:
-    """Loads cuBLASLt, cuBLAS and cuDNN from the nvidia-* wheels (see above), also
-    for installs where the module's rpath does not reach them. Failures are left to
-    the import to report."""
-    for package, names in _CUDA_WHEEL_LIBRARIES:
-        try:
-            spec = importlib.util.find_spec(package)
-        except (ImportError, ValueError):
-            continue
-        for root in (spec.submodule_search_locations or []) if spec else []:
-            for name in names:
-                path = os.path.join(root, "lib", name)
-                if os.path.exists(path):
-                    try:
-                        ctypes.CDLL(path, mode=_CUDA_DLOPEN_FLAGS)
-                    except OSError:
-                        pass
+def _wheel_library(package: str, name: str) -> list[str]:
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return []
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    return [p for p in (os.path.join(r, "lib", name) for r in roots) if os.path.exists(p)]
+
+
+def cuda_library_candidates(module) -> tuple[list[str], list[str]]:
+    """(cuDNN candidates, cuBLAS candidates) in the order the module tries them."""
+    out = []
+    for (package, name), built in zip(_CUDA_WHEELS, (module.build_cudnn_library, module.build_cublas_library)):
+        found = _wheel_library(package, name)
+        for extra in (built, name):
+            if extra and extra not in found:
+                found.append(extra)
+        out.append(found)
+    return out[0], out[1]
 
 
 def _load_cuda():
@@ -93,15 +79,16 @@ def _load_cuda():
     if not cuda_built():
         return None, (f"lenet was built without the GPU backend ({_core.cuda_build}); to build it: "
                       "LENET_CUDA=ON pip install \".[cuda]\" (needs nvcc)")
-    _preload_cuda_libraries()
-    saved = sys.getdlopenflags()
-    sys.setdlopenflags(_CUDA_DLOPEN_FLAGS)
     try:
-        return importlib.import_module("lenet._cuda"), ""
-    except ImportError as e:  # built, but cuDNN / cuBLAS / the CUDA runtime cannot be loaded
+        module = importlib.import_module("lenet._cuda")
+    except ImportError as e:  # built, but the module itself cannot be loaded
         return None, f"the CUDA backend is built but cannot be loaded: {e}"
-    finally:
-        sys.setdlopenflags(saved)
+    from .errors import CudaError
+    try:
+        module.load_libraries(*cuda_library_candidates(module))
+    except CudaError as e:
+        return None, f"the CUDA backend is built but {e}; install them: pip install \"lenet[cuda]\""
+    return module, ""
 
 
 def cuda_built() -> bool:

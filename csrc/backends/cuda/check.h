@@ -10,11 +10,14 @@
 #include <string>
 
 #include "../../support/errors.h"
+#include "libraries.h"
 
 namespace lenet::cuda {
 
 [[noreturn]] inline void fail(const char* call, const char* file, int line, const std::string& message) {
-    throw CudaError(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + message);
+    // "lib::cudnnCreate(&h)" is named as the library names it (see libraries.h).
+    const std::string text = std::string(call).rfind("lib::", 0) == 0 ? call + 5 : call;
+    throw CudaError(text + " failed at " + file + ":" + std::to_string(line) + ": " + message);
 }
 
 inline void check(cudaError_t s, const char* call, const char* file, int line) {
@@ -27,14 +30,14 @@ inline void check(cudaError_t s, const char* call, const char* file, int line) {
 inline void check(cudnnStatus_t s, const char* call, const char* file, int line) {
     if (s != CUDNN_STATUS_SUCCESS) {
         char detail[512] = {0};
-        cudnnGetLastErrorString(detail, sizeof(detail));
-        fail(call, file, line, std::string(cudnnGetErrorString(s)) + (detail[0] ? std::string(" (") + detail + ")" : ""));
+        lib::cudnnGetLastErrorString(detail, sizeof(detail));
+        fail(call, file, line, std::string(lib::cudnnGetErrorString(s)) + (detail[0] ? std::string(" (") + detail + ")" : ""));
     }
 }
 
 inline void check(cublasStatus_t s, const char* call, const char* file, int line) {
     if (s != CUBLAS_STATUS_SUCCESS)
-        fail(call, file, line, std::string(cublasGetStatusName(s)) + ": " + cublasGetStatusString(s));
+        fail(call, file, line, std::string(lib::cublasGetStatusName(s)) + ": " + lib::cublasGetStatusString(s));
 }
 
 }  // namespace lenet::cuda

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <string>
 #include <vector>
 
 #include "../../net/network.h"
@@ -31,21 +32,38 @@ struct StepPlan {
     FilterDesc w;
     ConvDesc conv;
     PoolDesc pool;
-    ActDesc act;             // for the fused conv: ReLU (NaN propagating) or identity
+    ActDesc act;             // for the fused conv (when fusion.tried): ReLU, NaN propagating
     std::vector<float> avg_factor;  // (out.h * out.w), average pooling over pre-padded input
     int cudnn_out[4] = {0, 0, 0, 0};  // n, c, h, w as cuDNN computes them (conv and pooling)
+    struct Fusion {
+        bool tried = false;  // whether cuDNN's conv + bias + activation call is tried for this step
+        std::string why;     // the reason, for describe()
+    } fusion;
 };
+
+// Whether cuDNN's fused conv + bias + activation call (cudnnConvolutionBiasActivationForward)
+// is tried for a convolution with this activation: plain ReLU only. cuDNN 9 answers
+// CUDNN_STATUS_BAD_PARAM for every other mode, and takes IDENTITY only with the
+// IMPLICIT_PRECOMP_GEMM algorithm; the rest runs as the convolution, then bias and
+// activation in one kernel of ours. Decided here, without a device, so that a plan never
+// meets a refusal at run time; the backend still checks a tried fusion once per shape
+// (cuDNN may refuse it, or give other numbers) before using it.
+StepPlan::Fusion conv_fusion(const Activation& act);
 
 // A ReLU activation descriptor for cuDNN's fused conv + bias + activation.
 ActDesc relu_desc(cudnnNanPropagation_t nan);
 
 // Builds the descriptors and checks cuDNN's output shape against the Step's
-// (throws CudaError on a mismatch). `allow_tf32` sets the conv math type.
+// (throws CudaError on a mismatch). The conv math type is CUDNN_FMA_MATH unless
+// `allow_tf32` (CUDNN_DEFAULT_MATH, which lets cuDNN use TF32 tensor cores on Ampere
+// and later: FMA_MATH is what keeps FP32 convolutions FP32 there).
 StepPlan plan_step(const Step& step, int n, bool allow_tf32);
 
 // What identifies a convolution to cuDNN's algorithm search: the backend caches
 // one choice per key, so that every plan of a shape (eager or graph) runs the
-// same algorithm and gives the same bits.
+// same algorithm and gives the same bits. The key holds whether the fused call is
+// tried: a choice made for a ReLU convolution (fused) is never reused for a tanh
+// one of the same shape.
 using ConvKey = std::array<int, 16>;
 ConvKey conv_key(const StepPlan& plan, bool allow_tf32);
 
@@ -58,8 +76,13 @@ struct AlgoCandidate {
     bool deterministic = false;
     bool tensor_math = false;    // TF32 tensor cores (refused unless allowed)
 };
-// The candidate to run, or -1: among those that succeeded within `workspace_limit`
-// bytes and the math mode, the fastest deterministic one, else the fastest.
+// The candidates worth running, best first: those that succeeded within
+// `workspace_limit` bytes and the math mode, deterministic ones (fastest first), then
+// the others. The backend runs the first whose numbers agree with a reference
+// convolution (see conv.cpp).
+std::vector<int> rank_algorithms(const std::vector<AlgoCandidate>& candidates, bool allow_tf32,
+                                 size_t workspace_limit);
+// The first of rank_algorithms, or -1.
 int pick_algorithm(const std::vector<AlgoCandidate>& candidates, bool allow_tf32, size_t workspace_limit);
 const char* algorithm_name(int algo);  // "IMPLICIT_PRECOMP_GEMM", ...
 

@@ -1,8 +1,12 @@
 // RAII owners for every CUDA, cuDNN and cuBLAS object the backend creates.
 // Destructors release without throwing (a failure there has nowhere to go).
+// Device and pinned memory are counted, so that a test can see what the engine
+// itself holds whatever else shares the GPU (memory_held()).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <type_traits>
 
@@ -20,34 +24,71 @@ struct Deleter {
 template <typename T, auto Destroy>
 using Owned = std::unique_ptr<std::remove_pointer_t<T>, Deleter<T, Destroy>>;
 
-using CudnnHandle = Owned<cudnnHandle_t, cudnnDestroy>;
-using CublasHandle = Owned<cublasHandle_t, cublasDestroy>;
+using CudnnHandle = Owned<cudnnHandle_t, lib::cudnnDestroy>;
+using CublasHandle = Owned<cublasHandle_t, lib::cublasDestroy_v2>;
 using StreamHandle = Owned<cudaStream_t, cudaStreamDestroy>;
 using GraphHandle = Owned<cudaGraph_t, cudaGraphDestroy>;
 using GraphExec = Owned<cudaGraphExec_t, cudaGraphExecDestroy>;
-using TensorDesc = Owned<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor>;
-using FilterDesc = Owned<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;
-using ConvDesc = Owned<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor>;
-using PoolDesc = Owned<cudnnPoolingDescriptor_t, cudnnDestroyPoolingDescriptor>;
-using ActDesc = Owned<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor>;
-using OpTensorDesc = Owned<cudnnOpTensorDescriptor_t, cudnnDestroyOpTensorDescriptor>;
+using TensorDesc = Owned<cudnnTensorDescriptor_t, lib::cudnnDestroyTensorDescriptor>;
+using FilterDesc = Owned<cudnnFilterDescriptor_t, lib::cudnnDestroyFilterDescriptor>;
+using ConvDesc = Owned<cudnnConvolutionDescriptor_t, lib::cudnnDestroyConvolutionDescriptor>;
+using PoolDesc = Owned<cudnnPoolingDescriptor_t, lib::cudnnDestroyPoolingDescriptor>;
+using ActDesc = Owned<cudnnActivationDescriptor_t, lib::cudnnDestroyActivationDescriptor>;
 
-inline void device_free(void* p) noexcept { (void)cudaFree(p); }
-inline void host_free(void* p) noexcept { (void)cudaFreeHost(p); }
-using DeviceMemory = std::unique_ptr<void, Deleter<void*, device_free>>;
-using PinnedMemory = std::unique_ptr<void, Deleter<void*, host_free>>;
+// Bytes of device and pinned host memory the backend holds right now (all engines).
+struct MemoryHeld {
+    int64_t device = 0, pinned = 0;
+};
+MemoryHeld memory_held();
 
-inline DeviceMemory device_alloc(size_t bytes) {
+// Memory with its size, so that the counters above stay exact.
+struct Allocation {
+    enum Kind { device, pinned };
     void* p = nullptr;
-    LENET_CHECK(cudaMalloc(&p, bytes ? bytes : 16));
-    return DeviceMemory(p);
-}
+    size_t bytes = 0;
+    Kind kind = device;
+};
+void release(const Allocation& a) noexcept;
 
-inline PinnedMemory pinned_alloc(size_t bytes) {
-    void* p = nullptr;
-    LENET_CHECK(cudaMallocHost(&p, bytes ? bytes : 16));
-    return PinnedMemory(p);
-}
+class Memory {
+public:
+    Memory() = default;
+    explicit Memory(Allocation a) : a_(a) {}
+    Memory(Memory&& o) noexcept : a_(o.a_) { o.a_ = {}; }
+    Memory& operator=(Memory&& o) noexcept {
+        if (this != &o) {
+            reset();
+            a_ = o.a_;
+            o.a_ = {};
+        }
+        return *this;
+    }
+    Memory(const Memory&) = delete;
+    Memory& operator=(const Memory&) = delete;
+    ~Memory() { reset(); }
+
+    void* get() const { return a_.p; }
+    size_t bytes() const { return a_.bytes; }
+    explicit operator bool() const { return a_.p != nullptr; }
+    void reset() noexcept {
+        if (a_.p) release(a_);
+        a_ = {};
+    }
+    // Gives up ownership (the counters still count it until release(allocation) is called).
+    Allocation release_ownership() {
+        Allocation a = a_;
+        a_ = {};
+        return a;
+    }
+
+private:
+    Allocation a_;
+};
+using DeviceMemory = Memory;
+using PinnedMemory = Memory;
+
+DeviceMemory device_alloc(size_t bytes);
+PinnedMemory pinned_alloc(size_t bytes);
 
 template <typename Desc, auto Create>
 Desc create() {
@@ -57,8 +98,8 @@ Desc create() {
 }
 
 inline TensorDesc tensor_desc(int n, int c, int h, int w) {
-    auto d = create<TensorDesc, cudnnCreateTensorDescriptor>();
-    LENET_CHECK(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+    auto d = create<TensorDesc, lib::cudnnCreateTensorDescriptor>();
+    LENET_CHECK(lib::cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
     return d;
 }
 

@@ -1,0 +1,44 @@
+#include <cstring>
+
+#include "ops.h"
+
+namespace lenet::cuda {
+
+std::string error_text(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
+
+DeviceMemory upload(Context& ctx, const std::vector<float>& host) {
+    const size_t bytes = host.size() * sizeof(float);
+    DeviceMemory d = device_alloc(bytes);
+    PinnedMemory staging = pinned_alloc(bytes);
+    std::memcpy(staging.get(), host.data(), bytes);
+    LENET_CHECK(cudaMemcpyAsync(d.get(), staging.get(), bytes, cudaMemcpyHostToDevice, ctx.stream.get()));
+    LENET_CHECK(cudaStreamSynchronize(ctx.stream.get()));  // before the staging buffer goes
+    return d;
+}
+
+std::vector<float> download(Context& ctx, const float* device, size_t n) {
+    PinnedMemory staging = pinned_alloc(n * sizeof(float));
+    LENET_CHECK(cudaMemcpyAsync(staging.get(), device, n * sizeof(float), cudaMemcpyDeviceToHost, ctx.stream.get()));
+    LENET_CHECK(cudaStreamSynchronize(ctx.stream.get()));
+    const float* p = static_cast<const float*>(staging.get());
+    return std::vector<float>(p, p + n);
+}
+
+void Prepad::init(Context& ctx, const StepPlan& p) {
+    if (!p.padding.prepadded()) return;
+    const Step& s = *p.step;
+    const size_t floats = size_t(p.n) * s.in.c * (s.in.h + p.padding.prepad.top + p.padding.prepad.bottom) *
+                          (s.in.w + p.padding.prepad.left + p.padding.prepad.right);
+    buffer = device_alloc(floats * sizeof(float));
+    LENET_CHECK(lib::cudnnSetTensor(ctx.cudnn.get(), p.padded.get(), buffer.get(), &p.pad_value));
+}
+
+const float* Prepad::apply(Context& ctx, const StepPlan& p, const float* x) {
+    if (!p.padding.prepadded()) return x;
+    const float one = 1.f, zero = 0.f;
+    LENET_CHECK(lib::cudnnTransformTensor(ctx.cudnn.get(), &one, p.x.get(), x, &zero, p.padded_view.get(),
+                                          f(buffer) + p.padded_offset));
+    return f(buffer);
+}
+
+}  // namespace lenet::cuda
