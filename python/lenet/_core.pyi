@@ -1,4 +1,4 @@
-"""Type stubs for lenet._core, the C++ core (csrc/bindings/core_module.cpp).
+"""Type stubs for lenet._core, the C++ core (csrc/bindings/: core_module.cpp and a bind_*.cpp per part).
 
 The LayerSpec fields mirror LENET_LAYER_FIELDS (csrc/net/layer.h);
 tests/test_core_api.py checks them against the module.

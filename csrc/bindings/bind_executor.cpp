@@ -1,0 +1,93 @@
+// The Executor: a network on a backend, run on NumPy batches with the GIL released.
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include "../backends/backend.h"
+#include "../runtime/executor.h"
+#include "../support/errors.h"
+#include "bindings.h"
+
+namespace lenet::bindings {
+namespace {
+
+// The executor on a C-contiguous float32 batch in the model's input shape; the
+// outputs in the model's output shape.
+py::array_t<float> run(Executor& ex, const py::array_t<float, py::array::c_style>& x, Executor::Output mode) {
+    const Network& net = ex.network();
+    const auto& expect = net.input_shape();
+    bool ok = x.ndim() == py::ssize_t(expect.size()) + 1;
+    for (size_t i = 0; ok && i < expect.size(); ++i) ok = x.shape(i + 1) == expect[i];
+    if (!ok) {
+        std::string want = "(n", got = "(";
+        for (auto v : expect) want += ", " + std::to_string(v);
+        for (py::ssize_t i = 0; i < x.ndim(); ++i) got += (i ? ", " : "") + std::to_string(x.shape(i));
+        throw InputError("expected a float32 array of shape " + want + "), got " + got + ")");
+    }
+    const int64_t n = x.shape(0);
+    const auto& out = net.output_shape();
+    std::vector<py::ssize_t> shape(out.size() + 1, py::ssize_t(n));
+    for (size_t i = 0; i < out.size(); ++i) shape[i + 1] = py::ssize_t(out[i]);
+    py::array_t<float> y(std::move(shape));
+    const float* src = x.data();
+    float* dst = y.mutable_data();
+    {
+        py::gil_scoped_release release;
+        ex.run(src, dst, n, mode);
+    }
+    return y;
+}
+
+}  // namespace
+
+void bind_executor(py::module_& m) {
+    py::class_<Executor>(m, "Executor")
+        .def(py::init([](std::shared_ptr<Network> net, const std::string& device, int threads, bool allow_tf32,
+                         bool cuda_graphs, const std::string& cpu_kernels) {
+                 BackendOptions options;
+                 options.threads = threads;
+                 options.allow_tf32 = allow_tf32;
+                 options.cuda_graphs = cuda_graphs;
+                 options.cpu_kernels = cpu_kernels;
+                 return std::make_unique<Executor>(net, make_backend(device, options), threads);
+             }),
+             py::arg("network"), py::arg("device"), py::arg("threads"), py::arg("allow_tf32") = false,
+             py::arg("cuda_graphs") = true, py::arg("cpu_kernels") = "auto")
+        .def(
+            "run", [](Executor& ex, const py::array_t<float, py::array::c_style>& x) {
+                return run(ex, x, Executor::Output::raw);
+            },
+            py::arg("x"), "The outputs, as Keras' predict gives them, for a C-contiguous float32 batch in the "
+                          "model's input shape.")
+        .def(
+            "probabilities", [](Executor& ex, const py::array_t<float, py::array::c_style>& x) {
+                return run(ex, x, Executor::Output::probabilities);
+            },
+            py::arg("x"), "A distribution over the classes per input (see Executor::Output), for a C-contiguous "
+                          "float32 batch in the model's input shape.")
+        .def(
+            "describe",
+            [](Executor& ex) {
+                py::list plans;
+                for (const auto& r : ex.describe()) {
+                    py::list nodes;
+                    for (const auto& node : r.nodes) {
+                        py::dict d;
+                        d["steps"] = py::make_tuple(node.first, node.last);
+                        for (const auto& [k, v] : node.kernel) d[py::str(k)] = v;
+                        nodes.append(d);
+                    }
+                    py::dict stream;
+                    for (const auto& [k, v] : r.stream) stream[py::str(k)] = v;
+                    plans.append(py::dict(py::arg("capacity") = r.capacity, py::arg("stream") = stream,
+                                          py::arg("kernels") = nodes));
+                }
+                return plans;
+            },
+            "What each plan made so far decided: per plan its capacity, its stream's facts (graph or eager) "
+            "and, per kernel, the steps it runs and its facts (algorithm, fusion, workspace).")
+        .def_property_readonly("device", [](const Executor& e) { return e.backend().name(); })
+        .def_property_readonly("description", [](const Executor& e) { return e.backend().description(); })
+        .def_property_readonly("threads", &Executor::threads);
+}
+
+}  // namespace lenet::bindings
