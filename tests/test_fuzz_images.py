@@ -20,7 +20,8 @@ import pytest
 import lenet
 from conftest import REPO
 from fuzz_runner import fuzz, image_seeds
-from lenet import photo, preprocess
+from lenet import preprocess
+from lenet.images import page
 from lenet._native import _core
 
 DIGITS = sorted((REPO / "examples").glob("digit-*.png"))
@@ -179,8 +180,8 @@ def test_a_png_chunk_longer_than_the_file_is_refused_without_allocating(engine):
 
 
 def test_photo_path_on_an_extreme_aspect_ratio(engine):
-    """Found by the image-bytes fuzzer: a 65320x32 TIFF made photo.shrink hand OpenCV an
-    empty image (cv2.error escaped). photo.shrink now keeps every side at least one
+    """Found by the image-bytes fuzzer: a 65320x32 TIFF made page.shrink hand OpenCV an
+    empty image (cv2.error escaped). page.shrink now keeps every side at least one
     pixel: the 10-pixel mark shrinks 82 times to nothing, so there is no digit."""
     wide = np.full((32, 65320), 255, np.uint8)
     wide[8:24, 30000:30010] = 0
@@ -234,7 +235,7 @@ def test_photo_path_answers_do_not_vary_on_thin_images(engine):
 
 
 def test_paper_estimate_is_deterministic_on_one_row():
-    """The mechanism behind the case above, where it shows: photo.paper on 1-row images
+    """The mechanism behind the case above, where it shows: page.paper on 1-row images
     gave a different answer on most calls before the fix."""
     rng = np.random.default_rng(0)
     for shape in [(1, 128), (1, 2), (2, 100), (128, 1), (1, 1)]:
@@ -242,7 +243,7 @@ def test_paper_estimate_is_deterministic_on_one_row():
         answers = set()
         for _ in range(100):
             stir = rng.random((1000, 1000))  # noqa: F841 - kept to the next call: the heap differs
-            answers.add(photo.paper(c).tobytes())
+            answers.add(page.paper(c).tobytes())
         assert len(answers) == 1, shape
 
 

@@ -1,5 +1,5 @@
-"""Real images: photos, scans and drawings of digits (lenet.photo, the photo and auto
-modes, read_number, the CLI's --mode, --digits and --debug-dir).
+"""Real images: photos, scans and drawings of digits (lenet.images: page, digit and
+number; the photo and auto modes, read_number, the CLI's --mode, --digits and --debug-dir).
 
 Unit tests build their images from the shipped examples; the accuracy tests build
 photo-like images from MNIST test digits (tests/photo_fixtures.py) and skip, visibly,
@@ -20,7 +20,7 @@ import pytest
 import lenet
 import photo_fixtures as pf
 from conftest import REPO
-from lenet import photo
+from lenet import images
 from lenet.preprocess import _exif_orientation, decode
 
 EXAMPLES = [cv2.imread(str(REPO / "examples" / f"digit-{d}.png"), cv2.IMREAD_GRAYSCALE) for d in range(10)]
@@ -131,12 +131,12 @@ def test_exif_orientation_parser():
 # ------------------------------------------------------------------ each step, on synthetic shapes
 
 def test_polarity():
-    assert photo.dark_ink(cv2.cvtColor(page(ink_of(3, 100)), cv2.COLOR_RGB2GRAY).astype(np.float32))
+    assert images.page.dark_ink(cv2.cvtColor(page(ink_of(3, 100)), cv2.COLOR_RGB2GRAY).astype(np.float32))
     chalk = page(ink_of(3, 100), ink=(235, 235, 230), paper=(40, 55, 45))
-    assert not photo.dark_ink(cv2.cvtColor(chalk, cv2.COLOR_RGB2GRAY).astype(np.float32))
-    assert not photo.dark_ink(EXAMPLES[3].astype(np.float32))
+    assert not images.page.dark_ink(cv2.cvtColor(chalk, cv2.COLOR_RGB2GRAY).astype(np.float32))
+    assert not images.page.dark_ink(EXAMPLES[3].astype(np.float32))
     dim = page(ink_of(3, 100), ink=(15, 15, 15), paper=(90, 85, 80))  # a dim photo: dark paper, darker ink
-    assert photo.dark_ink(cv2.cvtColor(dim, cv2.COLOR_RGB2GRAY).astype(np.float32))
+    assert images.page.dark_ink(cv2.cvtColor(dim, cv2.COLOR_RGB2GRAY).astype(np.float32))
 
 
 def test_uneven_lighting_is_evened_out():
@@ -144,7 +144,7 @@ def test_uneven_lighting_is_evened_out():
     img = page(bar, at=(140, 80))
     img[140:340, 540:552] = 30  # the same stroke at the other end
     light = np.tile(np.linspace(1.0, 0.35, 640, dtype=np.float32), (480, 1))  # a deep shadow to the right
-    ink = photo.Page((img * light[..., None]).astype(np.uint8), "x").ink
+    ink = images.page.Page((img * light[..., None]).astype(np.uint8), "x").ink
     lit, shaded = float(np.median(ink[160:320, 82:90])), float(np.median(ink[160:320, 542:550]))
     assert lit > 0.6 and shaded > 0.6 and abs(lit - shaded) < 0.15 * lit
     paper_only = np.ones_like(ink, bool)
@@ -158,8 +158,8 @@ def test_speckle_noise_is_ignored():
     for _ in range(300):  # dust and salt-and-pepper noise, 1-3 px
         y, x = rng.integers(0, 480), rng.integers(0, 640)
         img[y:y + rng.integers(1, 4), x:x + rng.integers(1, 4)] = rng.choice([0, 255])
-    p = photo.Page(img, "x")
-    x, y, w, h = photo._union(p.boxes[photo.find_digit(p)])
+    p = images.page.Page(img, "x")
+    x, y, w, h = images.page._union(p.boxes[images.digit.find_digit(p)])
     ys, xs = np.nonzero(ink_of(5, 120) > 0.3)
     assert abs(x - (260 + xs.min())) <= 3 and abs(y - (180 + ys.min())) <= 3
     assert abs(w - (xs.max() - xs.min() + 1)) <= 4 and abs(h - (ys.max() - ys.min() + 1)) <= 4
@@ -168,10 +168,10 @@ def test_speckle_noise_is_ignored():
 def test_broken_strokes_are_one_digit():
     alpha = ink_of(5, 120).copy()
     alpha[28:34] = 0  # the 5's bar cut off from its body
-    p = photo.Page(page(alpha), "x")
-    ids = photo.find_digit(p)
+    p = images.page.Page(page(alpha), "x")
+    ids = images.digit.find_digit(p)
     assert len(ids) >= 2
-    assert photo._union(p.boxes[ids])[3] >= 115
+    assert images.page._union(p.boxes[ids])[3] >= 115
 
 
 @pytest.mark.parametrize("shape", ["bar", "wide", "blob"])
@@ -184,8 +184,8 @@ def test_frame_is_drawn_as_mnist(shape):
     else:
         cv2.circle(alpha, (100, 120), 50, 1.0, -1)
         cv2.line(alpha, (100, 120), (260, 40), 1.0, 12)
-    p = photo.Page(page(alpha, at=(100, 150)), "x")
-    f, box = photo.frame(p, photo.whole(p, photo.find_digit(p)))
+    p = images.page.Page(page(alpha, at=(100, 150)), "x")
+    f, box = images.digit.frame(p, images.digit.whole(p, images.digit.find_digit(p)))
     assert f.shape == (28, 28) and f.dtype == np.float32 and f.max() == pytest.approx(255)
     ys, xs = np.nonzero(f > 10)
     h, w = ys.max() - ys.min() + 1, xs.max() - xs.min() + 1
@@ -199,19 +199,19 @@ def test_frame_is_drawn_as_mnist(shape):
 def test_strokes_are_brought_to_mnist_width(thickness):
     alpha = np.zeros((300, 300), np.float32)
     cv2.ellipse(alpha, (150, 150), (90, 130), 0, 0, 360, 1.0, thickness)
-    p = photo.Page(page(alpha, size=(500, 500), at=(100, 100)), "x")
-    f, _ = photo.frame(p, photo.whole(p, photo.find_digit(p)))
+    p = images.page.Page(page(alpha, size=(500, 500), at=(100, 100)), "x")
+    f, _ = images.digit.frame(p, images.digit.whole(p, images.digit.find_digit(p)))
     fine = cv2.resize(f / 255, (112, 112), interpolation=cv2.INTER_LINEAR)
-    assert abs(photo.stroke_width(fine) - photo.MNIST_STROKE) <= 3
+    assert abs(images.page.stroke_width(fine) - images.digit.MNIST_STROKE) <= 3
 
 
 def test_large_images_are_shrunk_early():
     img = np.full((3000, 4000), 240, np.uint8)
     img[1000:1400, 1500:1540] = 20
-    p = photo.Page(img, "x")
+    p = images.page.Page(img, "x")
     assert p.n == 5 and p.ink.shape == (600, 800)
     assert p.fine_ink(300, 200, 8, 80).shape == (400, 40)
-    assert photo.Page(255 - EXAMPLES[1], "x").n == 1
+    assert images.page.Page(255 - EXAMPLES[1], "x").n == 1
 
 
 def test_big_jpegs_are_decoded_smaller():
@@ -219,7 +219,7 @@ def test_big_jpegs_are_decoded_smaller():
     cv2.putText(img, "7", (1500, 1500), cv2.FONT_HERSHEY_SIMPLEX, 20, (20, 20, 20), 40)
     stored = cv2.rotate(img, cv2.ROTATE_90_COUNTERCLOCKWISE)  # upright through EXIF orientation 6
     data = pf.with_exif_orientation(encode(stored, ".jpg"), 6)
-    assert [photo.jpeg_reduction(n) for n in (1500, 3199, 3200, 6400, 12800, 100000)] == [1, 1, 2, 4, 8, 8]
+    assert [images.page.jpeg_reduction(n) for n in (1500, 3199, 3200, 6400, 12800, 100000)] == [1, 1, 2, 4, 8, 8]
     full, reduced = decode(data, "x"), decode(data, "x", reduce=True)
     assert full.shape == (2000, 3400, 3) and reduced.shape == (1000, 1700, 3)  # both upright (3400 / 2 >= 1600)
     progressive = encode(img, ".jpg", [cv2.IMWRITE_JPEG_PROGRESSIVE, 1])
@@ -313,7 +313,7 @@ def test_edge_cases(engine):
             engine.read_number(tiny)
     # Extreme aspect ratios are shrunk without losing a side.
     for shape in ((4, 9000), (9000, 4)):
-        g, n = photo.shrink(np.full(shape, 200, np.float32))
+        g, n = images.page.shrink(np.full(shape, 200, np.float32))
         assert n == 12 and g.shape == tuple(max(1, d // 12) for d in shape)
     line = np.full((3, 9000), 255, np.uint8)
     line[:, 4000:4400] = 0
@@ -338,19 +338,19 @@ def test_cut_paths_pass_between_touching_digits():
     cv2.line(alpha, (40, 10), (46, 110), 1.0, 9)
     cv2.line(alpha, (44, 60), (70, 60), 1.0, 5)
     cv2.ellipse(alpha, (115, 60), (45, 50), 0, 0, 360, 1.0, 9)
-    p = photo.Page(page(alpha, size=(300, 400), at=(80, 100)), "x")
+    p = images.page.Page(page(alpha, size=(300, 400), at=(80, 100)), "x")
     (label,) = p.ink_labels()
-    cuts = photo._cut_paths(p, int(label), 100.0)
+    cuts = images.number._cut_paths(p, int(label), 100.0)
     path, crossings = min(cuts, key=lambda c: c[1])
     assert crossings == 1 and 100 + 50 <= np.median(path) <= 100 + 66  # between the bar and the ring
-    left, right = photo._pieces_of(p, int(label), [(path, crossings)])
+    left, right = images.number._pieces_of(p, int(label), [(path, crossings)])
     assert left.x1 <= 100 + 70 and right.x0 >= 100 + 48 and right.x1 >= 100 + 160
 
     ring = np.zeros((120, 200), np.float32)
     cv2.ellipse(ring, (100, 60), (90, 50), 0, 0, 360, 1.0, 9)
-    p = photo.Page(page(ring, size=(300, 400), at=(80, 100)), "x")
+    p = images.page.Page(page(ring, size=(300, 400), at=(80, 100)), "x")
     (label,) = p.ink_labels()
-    assert all(n >= 2 for _, n in photo._cut_paths(p, int(label), 100.0))
+    assert all(n >= 2 for _, n in images.number._cut_paths(p, int(label), 100.0))
 
 
 # ------------------------------------------------------------------ modes and the API
@@ -362,17 +362,17 @@ def test_ruled_lines_are_found_and_crossings_kept():
     for y in range(40, 400, 60):
         ink[y:y + 2] = 0.3
     ink[90:270, 300:306] = 0.9  # a stroke crossing three lines
-    lines = photo.ruled_lines(ink, 0.15)
+    lines = images.page.ruled_lines(ink, 0.15)
     assert lines is not None
     assert lines[40:42, :290].all() and lines[160:162, 310:].all()
     assert not lines[90:270, 300:306].any()  # the crossings stay with the stroke
     lone = np.zeros((400, 600), np.float32)
     lone[50:350, 300:302] = 0.9  # one thin straight stroke, alone: a 1
-    assert photo.ruled_lines(lone, 0.15) is None
+    assert images.page.ruled_lines(lone, 0.15) is None
     seven = np.zeros((300, 280), np.float32)
     seven[5:9, 5:275] = 0.9  # the bar of a 7 filling a tight crop, and its stem
     cv2.line(seven, (272, 8), (120, 295), 0.9, 4)
-    assert photo.ruled_lines(seven, 0.15) is None
+    assert images.page.ruled_lines(seven, 0.15) is None
 
 
 def test_digits_on_ruled_and_squared_paper(engine, mnist_test):
@@ -440,7 +440,7 @@ def test_result_image_is_what_the_network_saw(engine):
     img = page(ink_of(2, 150))
     r = engine.infer(img)
     assert r.image.shape == (28, 28) and r.image.dtype == np.uint8
-    np.testing.assert_allclose(r.image, np.rint(photo.to_mnist(img)), atol=1)
+    np.testing.assert_allclose(r.image, np.rint(images.digit.to_mnist(img)), atol=1)
     assert lenet.Result(2, r.probabilities).image is None
 
 

@@ -11,7 +11,6 @@ import ctypes
 import importlib
 import importlib.util
 import os
-import sys
 import threading
 
 

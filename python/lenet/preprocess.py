@@ -19,7 +19,7 @@ Each image then takes one of two paths (``mode``):
   background, filling the frame). It is converted to grayscale for single-channel
   models and resized to the model's input size (area interpolation when shrinking).
 - ``"photo"``: a photo, scan or drawing of a digit anywhere in the image, dark on light
-  or light on dark (``lenet.photo``): found, cropped, scaled into 20×20 and centred
+  or light on dark (``lenet.images``: ``page``, ``digit``, ``number``): found, cropped, scaled into 20×20 and centred
   by centre of mass in 28×28 as MNIST was made, then brought to the model's input
   size like the mnist path. An image with no digit (blank paper, specks, only the
   edge of a desk or a shadow) raises InputError ("no digit found").
@@ -59,9 +59,9 @@ from .errors import ImageTooLargeError, InputError, InputFileNotFoundError
 try:
     import cv2
 
-    from . import photo
+    from .images import digit, number, page
 except ImportError as _e:  # pragma: no cover - opencv-python-headless is a dependency
-    cv2 = photo = None
+    cv2 = digit = number = page = None
     _cv2_error = _e
 
 MODES = ("auto", "mnist", "photo")
@@ -136,7 +136,7 @@ def _need_cv2():
 
 def decode(data: bytes, source: str, reduce: bool = False) -> np.ndarray:
     """Decodes an encoded image to uint8 (H, W) or (H, W, 3|4) in RGB(A) order.
-    ``reduce``: a big JPEG may come out 2, 4 or 8 times smaller (``photo.jpeg_reduction``)."""
+    ``reduce``: a big JPEG may come out 2, 4 or 8 times smaller (``images.page.jpeg_reduction``)."""
     _need_cv2()
     if len(data) == 0:
         raise InputError(f"{source}: empty file")
@@ -149,7 +149,7 @@ def decode(data: bytes, source: str, reduce: bool = False) -> np.ndarray:
         oriented = _check_png_chunks(data, source)
     try:
         img = _imdecode_upright(np.frombuffer(data, dtype=np.uint8),
-                                photo.jpeg_reduction(max(w, h)) if reduce and fmt == "JPEG" else 1, oriented)
+                                page.jpeg_reduction(max(w, h)) if reduce and fmt == "JPEG" else 1, oriented)
     except cv2.error as e:
         raise InputError(f"{source}: OpenCV cannot decode this {fmt} image ({_cv2_message(e)})") from None
     if img is None or img.size == 0:
@@ -601,7 +601,7 @@ def _prepare(img: np.ndarray, h: int, w: int, c: int, mode: str, source: str) ->
         mode = "mnist" if img.shape[:2] == (h, w) and _dark_ground(img[None])[0] else "photo"
     with _opencv_errors(source, img, mode):
         if mode == "photo":
-            img = photo.to_mnist(img, source)
+            img = digit.to_mnist(img, source)
         return _fit(img, h, w, c, source), mode
 
 
@@ -930,7 +930,7 @@ def number_batch(image: Any, input_hwc: Sequence[int], scale: float, channels_fi
                          input_hwc, scale, channels_first)
 
     with _opencv_errors(sources[0], parts[0], "number"):
-        frames, boxes = photo.find_number(parts[0], lambda frames: run(batch(frames).x), sources[0])
+        frames, boxes = number.find_number(parts[0], lambda frames: run(batch(frames).x), sources[0])
     if reduced != 1:
         boxes = [tuple(round(v * reduced) for v in box) for box in boxes]
     return batch(frames), boxes, sources[0]

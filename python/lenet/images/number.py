@@ -1,0 +1,232 @@
+"""A number written left to right, read digit by digit: the third stage of reading
+real images (see ``page``'s docstring for all of them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..errors import InputError
+from .digit import Part, frame, whole
+from .page import Page
+
+# ------------------------------------------------------------------ a number
+#
+# A number is read in three steps. ``_pieces``: the components of its ink, each wide
+# one also cut where touching digits could meet (``_cut_paths``), ordered left to
+# right. ``_runs``: every run of adjacent pieces that could be one digit, drawn as
+# MNIST and read by the network in one batch. ``_choose``: the most probable reading
+# of all the pieces (dynamic programming): each piece in one digit or a stray mark.
+# Sizes are relative to the digits' height (the median height of the tall components).
+
+# Width over height of MNIST digits per class (the 5,000 training digits the shipped
+# models learnt from): mean and standard deviation.
+ASPECT = np.array([[0.93, 0.49, 0.97, 0.84, 0.82, 0.99, 0.74, 0.81, 0.79, 0.71],
+                   [0.16, 0.20, 0.21, 0.15, 0.16, 0.23, 0.16, 0.17, 0.17, 0.14]])
+SLANT = 1.3  # handwriting is more slanted and rotated than MNIST: its spread of widths is wider
+# Ink per class: the sum of a digit's frame (``frame``: strokes at MNIST's median width,
+# in the 20-px box) over 255, mean and standard deviation, measured on 4,000 MNIST
+# training digits drawn by ``to_mnist``. Two touching digits read as one have about
+# twice a digit's stroke length in one box (the network, which never saw a pair, may
+# still be sure of them); a fragment of a digit has too little. Handwriting's spread is
+# wider than MNIST's by INK_SPREAD.
+INK = np.array([[118.9, 55.0, 104.8, 105.3, 90.1, 101.3, 98.8, 83.7, 110.1, 93.4],
+                [14.3, 8.3, 17.2, 16.7, 14.0, 20.1, 17.4, 13.8, 17.3, 15.2]])
+INK_SPREAD = 1.3
+# Each digit's width, height and ink are scored as -z²/2, which costs a perfectly usual
+# digit 1/2 per term on average: a reading of more digits would pay it more often (two
+# touching digits read as one, a wide one, pay once). DIGIT_BONUS gives it back.
+DIGIT_BONUS = 1.5
+# A digit less tall than SHORT is suspect (a fragment), one taller than TALL too (a
+# digit with a stray mark): beyond them its odds fall as a normal of sd 0.1.
+SHORT, TALL = 0.9, 1.15
+# Prior odds of the accidents of handwriting: two digits that touch (a component cut in
+# two; each further stroke the cut crosses, as through the middle of a 0, CROSSING
+# more), and a digit whose strokes do not meet (each further component in it).
+TOUCHING, CROSSING, BROKEN = 0.1, 0.2, 0.1
+SKIP = 30.0       # a stray mark as big as a digit costs e^-30, one a third as big e^-3.3
+FRAGMENT = 0.15   # smaller components are specks, neither digits nor parts of one
+MAX_GAP = 0.25    # the widest gap between two components of one digit
+MAX_WIDTH = 1.8   # the widest digit (a 2 with a long tail)
+PAIR_WIDTH = 0.5  # a component this wide may be two touching digits (two 1s), twice as wide three
+MAX_CUTS = 3      # per component
+CUT_SIDE = 0.12   # the narrowest piece a cut may leave
+STEP = 0.5        # the cost of a cut moving one column sideways, against 1 per ink pixel it crosses
+# The constants were tuned on numbers from photo_fixtures with seeds 100-103, not on
+# the test's seed.
+
+
+def _cut_paths(page: Page, label: int, height: float) -> list[tuple[np.ndarray, int]]:
+    """Where component ``label`` may be cut into touching digits, left to right:
+    per row of its box, the first column of the right-hand digit, and how many
+    strokes the cut crosses. The cuts are the paths from its top to its bottom that
+    cross the least ink (a pixel costs 1, a move one column sideways STEP), so that
+    they pass between digits that overlap and cross where they touch: the best few
+    (one per PAIR_WIDTH of width, MAX_CUTS at most), each leaving pieces at least
+    CUT_SIDE wide."""
+    x, y, w, h = page.boxes[label]
+    side = max(2, round(CUT_SIDE * height))
+    most = min(MAX_CUTS, int(w / (PAIR_WIDTH * height)))
+    if most < 1 or w < 2 * side + 1 or h < 2:
+        return []
+    ink = (page.labels[y:y + h, x:x + w] == label).astype(np.float32)
+    # cost[c]: the least cost of a path from the top row to column c of row r; came[r, c]: its move into row r.
+    cost, came = ink[0].copy(), np.zeros((h, w), np.int8)
+    for r in range(1, h):
+        moves = np.stack([np.r_[np.inf, cost[:-1]] + STEP, cost, np.r_[cost[1:], np.inf] + STEP])
+        came[r] = np.argmin(moves, axis=0) - 1
+        cost = moves[came[r] + 1, np.arange(w)] + ink[r]
+    ends = np.arange(side, w - side)
+    minima = ends[(cost[ends] <= cost[ends - 1]) & (cost[ends] <= cost[ends + 1])]
+    paths: list[tuple[np.ndarray, int]] = []
+    for c in minima[np.argsort(cost[minima], kind="stable")]:
+        path = np.empty(h, np.int64)
+        path[-1] = c
+        for r in range(h - 1, 0, -1):
+            path[r - 1] = path[r] + came[r, path[r]]
+        # Not a sliver off either end, and not (nearly) a cut already taken.
+        if side <= path.mean() <= w - side and all(np.abs(path - q).mean() >= side for q, _ in paths):
+            on = ink[np.arange(h), path] > 0
+            paths.append((path, int(on[0]) + int(np.count_nonzero(on[1:] & ~on[:-1]))))
+            if len(paths) == most:
+                break
+    return sorted(((x + p, n) for p, n in paths), key=lambda t: float(t[0].mean()))
+
+
+def _pieces_of(page: Page, label: int, cuts: list[tuple[np.ndarray, int]]) -> list[Part]:
+    """Component ``label`` cut along ``cuts`` (``_cut_paths``): its pieces, left to right."""
+    if not cuts:
+        return whole(page, [label])
+    x, y, w, h = page.boxes[label]
+    mine = page.labels[y:y + h, x:x + w] == label
+    columns = np.arange(x, x + w)[None, :]
+    paths = [p for p, _ in cuts]
+    pieces = []
+    for left, right, crossings in zip([None] + paths, paths + [None], [n for _, n in cuts] + [0]):
+        inside = mine.copy()
+        if left is not None:
+            inside &= columns >= left[:, None]
+        if right is not None:
+            inside &= columns < right[:, None]
+        used = np.nonzero(inside.any(axis=0))[0]
+        if used.size:
+            pieces.append(Part(label, int(x + used[0]), int(x + used[-1] + 1), left, right, crossings))
+    return pieces
+
+
+def _parts(pieces: list[Part]) -> list[Part]:
+    """Adjacent pieces as one digit's parts: the pieces of one component merged."""
+    merged: dict[int, Part] = {}
+    for p in pieces:
+        q = merged.get(p.label)
+        merged[p.label] = p if q is None else Part(p.label, min(q.x0, p.x0), max(q.x1, p.x1), q.left, p.right,
+                                                   p.crossings)
+    return sorted(merged.values(), key=lambda p: p.x0)
+
+
+def _pieces(page: Page) -> tuple[list[Part], float]:
+    """The pieces of a number, left to right, and its digits' height."""
+    ids = page.ink_labels()
+    heights = page.boxes[ids[page.side[ids] >= page.min_digit], 3]
+    height = float(np.median(heights[heights >= 0.5 * heights.max()]))
+    labels = ids[page.side[ids] >= FRAGMENT * height]
+    # Components by their middles; the pieces of one together, so that a mark within
+    # a touching pair's span cannot come between the two halves of a digit.
+    labels = labels[np.argsort(2 * page.boxes[labels, 0] + page.boxes[labels, 2], kind="stable")]
+    pieces: list[Part] = []
+    for label in labels:
+        pieces += _pieces_of(page, int(label), _cut_paths(page, int(label), height))
+    return pieces, height
+
+
+@dataclass
+class _Run:
+    """A digit hypothesis: pieces i..j drawn as ``frame``, with ``box`` (x, y, w,
+    h, working pixels), made of ``components`` components."""
+    i: int
+    j: int
+    frame: np.ndarray
+    box: np.ndarray
+    components: int
+
+
+def _runs(page: Page, pieces: list[Part], height: float) -> list[_Run]:
+    """Every run of adjacent pieces that may be one digit (each piece alone; longer
+    runs up to MAX_WIDTH wide, with no gap between components wider than MAX_GAP),
+    drawn."""
+    runs = []
+    for i in range(len(pieces)):
+        for j in range(i, len(pieces)):
+            parts = _parts(pieces[i:j + 1])
+            if j > i and max(p.x1 for p in parts) - parts[0].x0 > MAX_WIDTH * height:
+                break  # longer runs are wider still
+            if max([p.x0 - max(q.x1 for q in parts[:k]) for k, p in enumerate(parts) if k] + [0]) > MAX_GAP * height:
+                continue
+            drawn = frame(page, parts)
+            if drawn is not None:
+                runs.append(_Run(i, j, *drawn, len(parts)))
+    return runs
+
+
+def _choose(pieces: list[Part], sides: np.ndarray, runs: list[_Run], probs: np.ndarray, height: float) -> list[int]:
+    """The runs (indices into ``runs``, left to right) of the most probable reading
+    of all the pieces: each piece in one digit or a stray mark. A digit counts with
+    the probability the network gives its best class (``probs``, one row per run),
+    how usual its width is for that class (``ASPECT``, SLANT) and its height for the
+    number (SHORT, TALL), and BROKEN per further component; a digit boundary through a
+    component with TOUCHING (and CROSSING); a stray mark (a whole component, of
+    longer side ``sides``) with SKIP."""
+    n = len(pieces)
+    score = {}  # (i, j) -> (log odds of run i..j as a digit, its index)
+    for k, (r, pk) in enumerate(zip(runs, probs)):
+        c = int(np.argmax(pk))
+        _, _, w, h = r.box
+        z = (w / h - ASPECT[0, c]) / (SLANT * ASPECT[1, c])
+        odd = max(0.0, SHORT - h / height, h / height - TALL) / 0.1
+        ink = (float(r.frame.sum()) / 255 - INK[0, c]) / (INK_SPREAD * INK[1, c])
+        score[r.i, r.j] = (float(np.log(max(pk[c], 1e-30))) - z * z / 2 - odd * odd / 2 - ink * ink / 2
+                           + (r.components - 1) * np.log(BROKEN) + DIGIT_BONUS, k)
+    # boundary[i]: the log odds of a digit boundary before piece i, for each component on both sides.
+    boundary = [0.0] * (n + 1)
+    last: dict[int, Part] = {}  # per component, its last piece before i
+    for i, p in enumerate(pieces):
+        for label in set(last) & {q.label for q in pieces[i:]}:
+            boundary[i] += np.log(TOUCHING) + max(0, last[label].crossings - 1) * np.log(CROSSING)
+        last[p.label] = p
+    skip = [-np.inf if p.cut else -SKIP * (side / height) ** 2 for p, side in zip(pieces, sides)]
+    # best[j]: the score of the best reading of pieces 0..j-1; back[j]: the run that ends it (-1: a skip).
+    best, back = [0.0] + [-np.inf] * n, [-1] * (n + 1)
+    for j in range(1, n + 1):
+        best[j] = best[j - 1] + skip[j - 1]
+        for i in range(j):
+            if (i, j - 1) in score and best[i] + score[i, j - 1][0] + boundary[i] > best[j]:
+                best[j], back[j] = best[i] + score[i, j - 1][0] + boundary[i], score[i, j - 1][1]
+    chosen, j = [], n
+    while j > 0:
+        if back[j] < 0:
+            j -= 1
+        else:
+            chosen.append(back[j])
+            j = runs[back[j]].i
+    if not chosen:  # everything looked stray: the likeliest single digit
+        chosen = [max(score.values())[1]]
+    return chosen[::-1]
+
+
+def find_number(img: np.ndarray, proba: Callable[[np.ndarray], np.ndarray],
+                source: str = "<array>") -> tuple[list[np.ndarray], list[tuple[int, int, int, int]]]:
+    """The digits of a number written left to right in ``img``: MNIST images
+    (float32 (28, 28), 0..255) and boxes (x, y, w, h) in ``img``'s pixels, left to
+    right. ``proba``: the network, a batch of MNIST images (n, 28, 28) to class
+    probabilities (n, classes). Raises InputError ("no digit found") when there is no
+    digit (as ``to_mnist``)."""
+    page = Page(img, source)
+    pieces, height = _pieces(page)
+    runs = _runs(page, pieces, height)
+    if not runs:  # pragma: no cover - a piece has ink, so it draws
+        raise InputError(f"{source}: no digit found")
+    probs = proba(np.stack([r.frame for r in runs]))
+    chosen = [runs[k] for k in _choose(pieces, page.side[[p.label for p in pieces]], runs, probs, height)]
+    return [r.frame for r in chosen], [tuple(int(v) * page.n for v in r.box) for r in chosen]
