@@ -183,6 +183,7 @@ def test_gpu_contenders_are_listed_and_refuse_cleanly_here():
 
 def test_bench_skips_the_gpu_peers_without_a_gpu(tmp_path):
     from lenet.bench import contenders as cs
+    from lenet.bench.reference import REFERENCES
     if cs.gpu_missing() is None:
         pytest.skip("a GPU is here")
     _shipped()
@@ -194,7 +195,7 @@ def test_bench_skips_the_gpu_peers_without_a_gpu(tmp_path):
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads((out / "results.json").read_text())
-    assert doc["header"]["reference"]["name"] in cs.REFERENCES
+    assert doc["header"]["reference"]["name"] in REFERENCES
     rows = {r["contender"]: r for r in doc["results"]}
     assert rows["lenet-cpu"]["status"] == "ok" and rows["lenet-cpu"]["agree"] is True
     for name in GPU_CONTENDERS:
@@ -207,18 +208,18 @@ def test_bench_skips_the_gpu_peers_without_a_gpu(tmp_path):
 
 def test_reference_falls_back_to_keras_on_jax_then_to_the_cpu_engine(monkeypatch):
     import lenet
-    from lenet.bench import contenders as cs, workload
+    from lenet.bench import contenders as cs, reference as rf, workload
     monkeypatch.setattr(cs, "setup", lambda names: {n: "tensorflow is not installed" for n in names})
     real_find_spec = importlib.util.find_spec
     have_jax = real_find_spec("keras") is not None and real_find_spec("jax") is not None
-    name, why = cs.choose_reference()
+    name, why = rf.choose_reference()
     assert name == ("keras-jax" if have_jax else "lenet-cpu") and "tensorflow is not installed" in why
-    monkeypatch.setattr(cs.importlib.util, "find_spec", lambda m, *a: None if m == "jax" else real_find_spec(m, *a))
-    name, why = cs.choose_reference()
+    monkeypatch.setattr(rf.importlib.util, "find_spec", lambda m, *a: None if m == "jax" else real_find_spec(m, *a))
+    name, why = rf.choose_reference()
     assert name == "lenet-cpu" and "jax not installed" in why, why
     weights = _shipped()
     x = workload.to_input(np.random.default_rng(0).integers(0, 256, (5, 28, 28), dtype=np.uint8), 1 / 255)
-    ref = cs.reference(cs.Ctx(weights, 1), x, "lenet-cpu")
+    ref = rf.reference(cs.Ctx(weights, 1), x, "lenet-cpu")
     np.testing.assert_array_equal(ref, lenet.Engine(weights, device="cpu", threads=1).predict_proba(x))
 
 
@@ -226,7 +227,7 @@ def test_a_contender_runs_and_is_timed_in_a_process_of_its_own(tmp_path):
     import os
     import lenet
     from lenet.bench import contenders as cs, workload
-    from lenet.bench.remote import Remote
+    from lenet.bench.child import Remote
     weights = _shipped()
     x = workload.to_input(np.random.default_rng(1).integers(0, 256, (16, 28, 28), dtype=np.uint8), 1 / 255)
     with Remote("lenet-cpu", cs.Ctx(weights, 1), x, [1, 8], tmp_path, {"LENET_TEST_MARK": "1"}) as worker:

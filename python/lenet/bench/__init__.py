@@ -24,7 +24,7 @@ import random
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_BATCHES = (1, 8, 64, 256, 1024)
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     if threads < 1 or plan.images < 1 or plan.rounds < 1 or sizes[0] < 1:
         parser.error("--threads, --images, --rounds and batch sizes must be positive")
 
-    from . import report, workload
+    from . import reference as references, report, workload
     try:
         images, labels, source = workload.load_digits(args.mnist, plan.images)
     except workload.WorkloadError as e:
@@ -110,15 +110,16 @@ def main(argv: list[str] | None = None) -> int:
     with progress, tempfile.TemporaryDirectory(prefix="lenet-bench-") as tmp:
         task = progress.add_task("importing frameworks", total=None)
         cant = cs.setup(names)
-        reference, why_not_keras = cs.choose_reference()
+        reference, why_not_keras = references.choose_reference()
         if why_not_keras:
-            console.print(f"reference: {cs.REFERENCES[reference]} ({why_not_keras})", style="yellow")
+            console.print(f"reference: {references.REFERENCES[reference]} ({why_not_keras})", style="yellow")
         progress.update(task, description="measuring the FMA rate")
         header = {"machine": report.machine(threads), "fma": fma_rate(threads), "images": plan.images,
                   "source": source,
                   "rounds": plan.rounds, "latency_block_s": plan.latency_block_s, "block_s": plan.block_s,
                   "batch_sizes": sizes, "contenders": names, "models": {}, "quick": args.quick,
-                  "reference": {"name": reference, "what": cs.REFERENCES[reference], "why": why_not_keras or None}}
+                  "reference": {"name": reference, "what": references.REFERENCES[reference],
+                                "why": why_not_keras or None}}
         session = Session(names, cant, reference, images, labels, workload.write_pngs(images, Path(tmp)),
                           Path(tmp), sizes, threads, header["fma"], plan, not args.quick if args.probe is None else args.probe,
                           progress, task)
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             results += rows
         progress.update(task, description="writing", total=1, completed=1)
     header["machine"]["load_average_end"] = os.getloadavg()[0]
-    header["versions"] = cs.versions()
+    header["versions"] = cs.versions(session.remote_versions)
     header["elapsed_s"] = time.perf_counter() - started
     written = report.write_all(args.out, header, results)
     if hasattr(console, "is_terminal"):
@@ -258,6 +259,7 @@ class Session:
     probe: bool                # measure load, first call and memory in a fresh process
     progress: object
     task: object
+    remote_versions: dict = field(default_factory=dict)  # what own-process contenders reported
 
 
 def _bench_model(s: Session, source: str):
@@ -265,7 +267,7 @@ def _bench_model(s: Session, source: str):
     about the model."""
     import numpy as np
     import lenet
-    from . import contenders as cs, workload
+    from . import contenders as cs, reference as references, workload
 
     started = time.perf_counter()
     model = _label(source)
@@ -286,7 +288,7 @@ def _bench_model(s: Session, source: str):
              "keras_accuracy": None, "reference_accuracy": None, "reference_error": None}
     s.progress.update(s.task, description=f"{model}: reference predictions ({s.reference})")
     try:
-        ref = cs.reference(ctx, x, s.reference, s.tmp)
+        ref = references.reference(ctx, x, s.reference, s.tmp)
     except Exception as e:
         ref = None
         about["reference_error"] = f"{type(e).__name__}: {e}"
@@ -327,19 +329,19 @@ def _bench_model(s: Session, source: str):
 def _probe(s: Session, model: str, live: list, rows: dict, weights: Path, x0) -> None:
     """Load time, first call and peak memory of each contender, each in a fresh process."""
     import numpy as np
-    from . import measure
+    from . import child
 
     np.save(s.tmp / "x0.npy", x0)
     for n in live:
         s.progress.update(s.task, description=f"{model}: fresh process: {n}")
-        got = measure.probe(n, weights, s.threads, str(s.tmp / "x0.npy"), s.paths[0])
+        got = child.probe(n, weights, s.threads, str(s.tmp / "x0.npy"), s.paths[0])
         rows[n]["probe_error"] = got.pop("error", None)
         rows[n].update(got)
         s.progress.advance(s.task)
 
 
 def _block(run, inputs, batch: int, budget_s: float, min_calls: int):
-    """A timed block, in this process or in an own-process contender's (remote.Remote)."""
+    """A timed block, in this process or in an own-process contender's (child.Remote)."""
     from . import measure
     if hasattr(run, "block"):
         return run.block(batch, budget_s, min_calls)
@@ -351,7 +353,7 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
     whole array against the reference, and warms it up at every batch size. Returns the
     runners and their inputs."""
     from . import contenders as cs, measure, workload
-    from .remote import Remote
+    from .child import Remote
 
     runners, inputs = {}, {}
     for n in live:
@@ -362,6 +364,7 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
         try:
             if c.process == "own":
                 run = Remote(n, ctx, x, s.sizes, s.tmp, c.env)
+                s.remote_versions.update(run.versions)
                 inputs[n] = dict.fromkeys(s.sizes)  # the worker has its own
             else:
                 run = c.build(ctx)

@@ -195,19 +195,17 @@ def _import(module: str) -> None:
     _imported.add(module)
 
 
-def versions() -> dict[str, str]:
-    """Versions of the libraries imported so far (and of lenet)."""
+def versions(others: Optional[dict] = None) -> dict[str, str]:
+    """Versions of the libraries imported so far (and of lenet), with ``others``: what
+    own-process contenders reported (``child.Remote.versions``)."""
     import lenet
     out = {"python": sys.version.split()[0], "numpy": np.__version__, "lenet": lenet.__version__,
            "openblas (lenet)": lenet.info().get("cpu_blas", "")}
     for module in ("tensorflow", "keras", "onnxruntime", "onnx", "torch", "jax", "jaxlib"):
         if module in sys.modules:
             out[module] = getattr(sys.modules[module], "__version__", "?")
-    out.update(REMOTE_VERSIONS)
+    out.update(others or {})
     return out
-
-
-REMOTE_VERSIONS: dict[str, str] = {}   # what the own-process contenders reported (remote.py)
 
 
 def own_versions() -> dict[str, str]:
@@ -239,46 +237,6 @@ def _probabilities(ctx: Ctx, run: Callable) -> Callable:
     """Models that end in logits: softmax in NumPy, so that everyone returns probabilities."""
     from .nets import ends_in_softmax
     return run if ends_in_softmax(ctx.spec) else (lambda x: softmax(run(x)))
-
-
-# The oracle every contender's probabilities are checked against: Keras' model.predict on
-# the TensorFlow backend; where TensorFlow is missing (the GPU machine), Keras on the JAX
-# backend, in a process of its own on the CPU (float32 throughout); else this engine's CPU
-# backend, itself checked against Keras by the tests.
-REFERENCES = {
-    "keras-predict": "Keras 3 model.predict, TensorFlow backend",
-    "keras-jax": "Keras 3 model.predict, JAX backend on the CPU, in a process of its own",
-    "lenet-cpu": "this engine's CPU backend (no Keras here)",
-}
-KERAS_JAX_REFERENCE_ENV = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-
-
-def choose_reference() -> tuple[str, str]:
-    """(reference name, why the better ones cannot be used: "" for Keras on TensorFlow)."""
-    failed = setup(["keras-predict"]).get("keras-predict")
-    if failed is None:
-        return "keras-predict", ""
-    why = [f"Keras on TensorFlow: {failed}"]
-    missing = [m for m in ("keras", "jax") if importlib.util.find_spec(m) is None]
-    if not missing:
-        return "keras-jax", why[0]
-    why.append(f"Keras on JAX: {', '.join(missing)} not installed")
-    return "lenet-cpu", "; ".join(why)
-
-
-def reference(ctx: Ctx, x: np.ndarray, name: str = "keras-predict", tmp: Optional[Path] = None) -> np.ndarray:
-    """The reference's probabilities on the whole array (``name`` from ``REFERENCES``)."""
-    if name == "keras-predict":
-        model = keras_model(ctx)
-        return _probabilities(ctx, lambda a: model.predict(a, batch_size=256, verbose=0))(x)
-    if name == "keras-jax":
-        from .remote import Remote
-        with Remote("keras-jax-reference", ctx, x, [], tmp, KERAS_JAX_REFERENCE_ENV) as worker:
-            return worker(x)
-    if name == "lenet-cpu":
-        import lenet
-        return lenet.Engine(ctx.weights, device="cpu", threads=ctx.threads).predict_proba(x)
-    raise ValueError(f"unknown reference {name!r}")
 
 
 def keras_predict_reference(ctx: Ctx) -> Callable:

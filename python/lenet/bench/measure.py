@@ -10,10 +10,6 @@ process CPU time of the block give its throughput and its real CPU use (a ratio 
 from __future__ import annotations
 
 import gc
-import json
-import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -71,72 +67,6 @@ class Series:
             "rounds": len(self.blocks),
             "cpu_ratio": float(sum(b.cpu_s for b in self.blocks) / wall) if wall > 0 else None,
         }
-
-
-# --- a fresh process per contender --------------------------------------------------------
-
-def probe(contender: str, weights: str, threads: int, x0_npy: str, png: str, timeout_s: float = 600) -> dict:
-    """Runs ``_probe_main`` in a new Python process; returns its figures or {"error": ...}."""
-    from .contenders import CONTENDERS, thread_env
-
-    arg = json.dumps({"contender": contender, "weights": str(weights), "threads": threads,
-                      "x0": x0_npy, "png": png})
-    code = "import sys, lenet.bench.measure as m; m._probe_main(sys.argv[1])"
-    env = {**os.environ, **thread_env(threads, CONTENDERS[contender].env)}
-    try:
-        out = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, env=env,
-                             timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return {"error": f"probe timed out after {timeout_s:.0f} s"}
-    for line in reversed(out.stdout.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    tail = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
-    return {"error": f"probe exited with {out.returncode}: {tail}"}
-
-
-def _max_rss_mib() -> Optional[float]:
-    """Peak resident memory of this process. Not ru_maxrss: Linux carries that over from the
-    parent across fork + exec, so a child of a big process would report the parent's size."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024  # kB
-    except OSError:
-        pass
-    return None
-
-
-def _probe_main(arg: str) -> None:
-    """In the fresh process: import, load, first call; print one JSON line."""
-    from pathlib import Path
-
-    t0 = time.perf_counter()
-    a = json.loads(arg)
-    from . import contenders
-    c = contenders.CONTENDERS[a["contender"]]
-    contenders.configure(a["threads"], c.env)
-    out: dict = {}
-    try:
-        failed = contenders.setup([c.name])
-        if failed:
-            raise RuntimeError(failed[c.name])
-        for module in c.needs:  # an own-process contender: this is its process
-            contenders._import(module)
-        t1 = time.perf_counter()
-        out.update(import_s=t1 - t0, rss_import_mib=_max_rss_mib())
-        run = c.build(contenders.Ctx(Path(a["weights"]), a["threads"]))
-        t2 = time.perf_counter()
-        x = [a["png"]] if c.takes == "files" else np.load(a["x0"])
-        run(x)
-        t3 = time.perf_counter()
-        out.update(load_s=t2 - t1, first_call_s=t3 - t2, peak_rss_mib=_max_rss_mib())
-    except Exception as e:
-        out["error"] = f"{type(e).__name__}: {e}"
-    sys.stdout.write("\n" + json.dumps(out) + "\n")
-    sys.stdout.flush()
-    os._exit(0)  # skip framework teardown (slow, sometimes noisy)
 
 
 def correctness(probs: np.ndarray, ref: Optional[np.ndarray]) -> dict:

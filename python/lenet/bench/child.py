@@ -1,0 +1,242 @@
+"""What runs in a child Python process, and the parent's handles on it, in one place.
+
+Two kinds of child. A contender whose framework is set up once per process (Keras picks
+its backend at import) runs in a worker of its own (``Remote``, ``serve``): the worker
+builds the contender, runs it on the arrays it is sent and times blocks of calls itself,
+so that a timed call never crosses the pipe; the main process only sends commands between
+blocks, which keeps the rounds interleaved with the in-process contenders. And every
+contender's load time, first call and peak memory are measured in a fresh process
+(``probe``, ``probe_main``). Both children set a contender up the same way (``start``).
+
+The worker's protocol: one JSON object per line. Its stdout is reserved for the replies
+(what the frameworks print goes to stderr, kept in a file for the error messages); arrays
+go through .npy files in the benchmark's temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from . import contenders, measure, workload
+
+
+# --- in the child ---------------------------------------------------------------------------
+
+def start(name: str, weights: str, threads: int, env: dict) -> Callable:
+    """The contender ``name`` built in this (child) process, its framework configured and
+    imported as its process needs: what both kinds of child do first."""
+    contenders.configure(threads, env)
+    ctx = contenders.Ctx(Path(weights), threads)
+    if name == "keras-jax-reference":
+        return contenders.keras_predict_reference(ctx)
+    c = contenders.CONTENDERS[name]
+    failed = contenders.setup([name])
+    if failed:
+        raise contenders.Unavailable(failed[name])
+    for module in c.needs:  # an own-process contender: this is its process
+        contenders._import(module)
+    return c.build(ctx)
+
+
+def _handle(msg: dict, state: dict) -> dict:
+    op = msg["op"]
+    if op == "build":
+        state["run"] = start(msg["name"], msg["weights"], msg["threads"], msg["env"])
+        x = np.load(msg["x"])
+        state["batches"] = {b: workload.batches(x, b) for b in msg["sizes"]}
+        return {"pid": os.getpid(), "versions": contenders.own_versions()}
+    if op == "predict":
+        out = str(Path(msg["x"]).with_suffix(".out.npy"))
+        np.save(out, np.asarray(state["run"](np.load(msg["x"])), np.float32))
+        return {"out": out}
+    if op == "block":
+        b = measure.block(state["run"], state["batches"][msg["batch"]], msg["batch"], msg["budget_s"],
+                          msg["min_calls"])
+        return {"call_ns": b.call_ns, "wall_s": b.wall_s, "cpu_s": b.cpu_s, "images": b.images}
+    raise ValueError(f"unknown op {op!r}")
+
+
+def serve() -> None:
+    """The worker's loop: a command per line on stdin, a reply per line on the original stdout."""
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever the frameworks print must not reach the replies
+    state: dict = {}
+    for line in sys.stdin:
+        msg = json.loads(line)
+        if msg["op"] == "exit":
+            break
+        try:
+            reply = _handle(msg, state)
+        except contenders.Unavailable as e:
+            reply = {"unavailable": str(e)}
+        except Exception as e:
+            reply = {"error": f"{type(e).__name__}: {e}"}
+        replies.write(json.dumps(reply) + "\n")
+    replies.flush()
+    os._exit(0)  # skip framework teardown (slow, sometimes noisy)
+
+
+def _max_rss_mib() -> Optional[float]:
+    """Peak resident memory of this process. Not ru_maxrss: Linux carries that over from the
+    parent across fork + exec, so a child of a big process would report the parent's size."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return None
+
+
+def probe_main(arg: str) -> None:
+    """In the fresh process: import, load, first call; print one JSON line."""
+    t0 = time.perf_counter()
+    a = json.loads(arg)
+    c = contenders.CONTENDERS[a["contender"]]
+    out: dict = {}
+    try:
+        contenders.configure(a["threads"], c.env)
+        failed = contenders.setup([c.name])
+        if failed:
+            raise RuntimeError(failed[c.name])
+        for module in c.needs:
+            contenders._import(module)
+        t1 = time.perf_counter()
+        out.update(import_s=t1 - t0, rss_import_mib=_max_rss_mib())
+        run = c.build(contenders.Ctx(Path(a["weights"]), a["threads"]))
+        t2 = time.perf_counter()
+        x = [a["png"]] if c.takes == "files" else np.load(a["x0"])
+        run(x)
+        t3 = time.perf_counter()
+        out.update(load_s=t2 - t1, first_call_s=t3 - t2, peak_rss_mib=_max_rss_mib())
+    except Exception as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+    sys.stdout.write("\n" + json.dumps(out) + "\n")
+    sys.stdout.flush()
+    os._exit(0)  # skip framework teardown (slow, sometimes noisy)
+
+
+# --- in the parent --------------------------------------------------------------------------
+
+class RemoteError(RuntimeError):
+    pass
+
+
+class Remote:
+    """``run(x)``-like handle on a contender built in a new Python process."""
+
+    def __init__(self, name: str, ctx, x: np.ndarray, sizes: list, tmp: Path, env: dict,
+                 timeout_s: float = 600):
+        self.name, self.timeout_s, self._tmp = name, timeout_s, Path(tmp)
+        self._calls = 0
+        self._stderr = open(self._tmp / f"{name}.stderr", "w+")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", "from lenet.bench import child; child.serve()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, bufsize=1,
+            env={**os.environ, **contenders.thread_env(ctx.threads, env)})
+        try:
+            reply = self._call({"op": "build", "name": name, "weights": str(ctx.weights), "threads": ctx.threads,
+                                "env": env, "x": self._save(x), "sizes": list(sizes)})
+        except BaseException:
+            self.close()
+            raise
+        self.pid = reply["pid"]
+        # The versions of what the worker imported that differ from this process's.
+        self.versions: dict = reply.get("versions", {})
+
+    def _save(self, x: np.ndarray) -> str:
+        self._calls += 1
+        path = self._tmp / f"{self.name}-{self._calls}.npy"
+        np.save(path, x)
+        return str(path)
+
+    def _call(self, msg: dict) -> dict:
+        if self._proc.poll() is not None:
+            raise RemoteError(f"{self.name}: worker exited with {self._proc.returncode}: {self._stderr_tail()}")
+        self._proc.stdin.write(json.dumps(msg) + "\n")
+        self._proc.stdin.flush()
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.close()
+                raise RemoteError(f"{self.name}: no answer to {msg['op']!r} in {self.timeout_s:.0f} s")
+            ready, _, _ = select.select([self._proc.stdout], [], [], min(left, 1.0))
+            if ready:
+                break
+            if self._proc.poll() is not None:
+                break
+        line = self._proc.stdout.readline()
+        if not line:
+            self._proc.wait()
+            raise RemoteError(f"{self.name}: worker exited with {self._proc.returncode}: {self._stderr_tail()}")
+        reply = json.loads(line)
+        if "unavailable" in reply:
+            raise contenders.Unavailable(reply["unavailable"])
+        if "error" in reply:
+            raise RemoteError(reply["error"])
+        return reply
+
+    def _stderr_tail(self) -> str:
+        self._stderr.flush()
+        self._stderr.seek(0)
+        lines = [line for line in self._stderr.read().splitlines() if line.strip()]
+        return lines[-1] if lines else "(no output)"
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """Probabilities for x, computed in the worker."""
+        reply = self._call({"op": "predict", "x": self._save(x)})
+        return np.load(reply["out"])
+
+    def block(self, batch: int, budget_s: float, min_calls: int = 1) -> measure.Block:
+        """``measure.block`` run in the worker on its own batches of ``batch`` images."""
+        r = self._call({"op": "block", "batch": batch, "budget_s": budget_s, "min_calls": min_calls})
+        return measure.Block(r["call_ns"], r["wall_s"], r["cpu_s"], r["images"])
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            try:
+                self._proc.stdin.write(json.dumps({"op": "exit"}) + "\n")
+                self._proc.stdin.flush()
+                self._proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self._proc.kill()
+                self._proc.wait()
+        self._stderr.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+def probe(contender: str, weights: str, threads: int, x0_npy: str, png: str, timeout_s: float = 600) -> dict:
+    """Runs ``probe_main`` in a new Python process: the contender's import and load time,
+    first call and peak memory there; or {"error": ...}."""
+
+    arg = json.dumps({"contender": contender, "weights": str(weights), "threads": threads,
+                      "x0": x0_npy, "png": png})
+    code = "import sys, lenet.bench.child as c; c.probe_main(sys.argv[1])"
+    env = {**os.environ, **contenders.thread_env(threads, contenders.CONTENDERS[contender].env)}
+    try:
+        out = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, env=env,
+                             timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"error": f"probe timed out after {timeout_s:.0f} s"}
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    tail = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
+    return {"error": f"probe exited with {out.returncode}: {tail}"}
