@@ -332,9 +332,10 @@ def _probe(s: Session, model: str, live: list, rows: dict, weights: Path, x0) ->
     from . import child
 
     np.save(s.tmp / "x0.npy", x0)
+    np.save(s.tmp / "pixels0.npy", s.images[:1])
     for n in live:
         s.progress.update(s.task, description=f"{model}: fresh process: {n}")
-        got = child.probe(n, weights, s.threads, str(s.tmp / "x0.npy"), s.paths[0])
+        got = child.probe(n, weights, s.threads, str(s.tmp / "x0.npy"), s.paths[0], str(s.tmp / "pixels0.npy"))
         rows[n]["probe_error"] = got.pop("error", None)
         rows[n].update(got)
         s.progress.advance(s.task)
@@ -368,7 +369,7 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
                 inputs[n] = dict.fromkeys(s.sizes)  # the worker has its own
             else:
                 run = c.build(ctx)
-            data = s.paths if c.takes == "files" else x
+            data = s.paths if c.takes == "files" else s.images if c.takes == "pixels" else x
             r.update(measure.correctness(run(data), ref))
             if r["agree"] is False:
                 r["flags"].append("DISAGREES")

@@ -115,7 +115,7 @@ def probe_main(arg: str) -> None:
         out.update(import_s=t1 - t0, rss_import_mib=_max_rss_mib())
         run = c.build(contenders.Ctx(Path(a["weights"]), a["threads"]))
         t2 = time.perf_counter()
-        x = [a["png"]] if c.takes == "files" else np.load(a["x0"])
+        x = [a["png"]] if c.takes == "files" else np.load(a["pixels0"] if c.takes == "pixels" else a["x0"])
         run(x)
         t3 = time.perf_counter()
         out.update(load_s=t2 - t1, first_call_s=t3 - t2, peak_rss_mib=_max_rss_mib())
@@ -222,12 +222,13 @@ class Remote:
         return False
 
 
-def probe(contender: str, weights: str, threads: int, x0_npy: str, png: str, timeout_s: float = 600) -> dict:
+def probe(contender: str, weights: str, threads: int, x0_npy: str, png: str, pixels0_npy: str = "",
+          timeout_s: float = 600) -> dict:
     """Runs ``probe_main`` in a new Python process: the contender's import and load time,
     first call and peak memory there; or {"error": ...}."""
 
     arg = json.dumps({"contender": contender, "weights": str(weights), "threads": threads,
-                      "x0": x0_npy, "png": png})
+                      "x0": x0_npy, "png": png, "pixels0": pixels0_npy})
     code = "import sys, lenet.bench.child as c; c.probe_main(sys.argv[1])"
     env = {**os.environ, **contenders.thread_env(threads, contenders.CONTENDERS[contender].env)}
     try:

@@ -57,7 +57,7 @@ class Contender:
     needs: tuple[str, ...]          # modules to import
     what: str                       # one line for the legend
     device: str = "cpu"
-    takes: str = "array"            # "array" | "files"
+    takes: str = "array"            # "array" | "pixels" (the uint8 digits, (n, 28, 28)) | "files"
     process: str = "same"           # "same" | "own": built and timed in a process of its own
     env: dict = field(default_factory=dict)   # added to the environment before its frameworks load
 
@@ -309,6 +309,21 @@ def _lenet_cpu_blas(ctx):
            takes="files")
 def _lenet_cpu_infer(ctx):
     return _engine(ctx, "cpu", True)
+
+
+def _infer_pixels(ctx: Ctx, device: str) -> Callable:
+    """lenet.Engine.infer on the uint8 digits as a user holds them: one (28, 28) array at
+    batch 1, an (n, 28, 28) array above. Returns the Results (measure.correctness reads
+    their probabilities): what infer costs is what a caller of it pays."""
+    import lenet
+    engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads)
+    return lambda a: [engine.infer(a[0])] if len(a) == 1 else engine.infer(a)
+
+
+@contender("lenet-cpu-infer-array", (), "lenet Engine.infer(uint8 digits), CPU: one (28, 28) array at batch 1, "
+           "(n, 28, 28) above: checks, scaling, run, Results", takes="pixels")
+def _lenet_cpu_infer_array(ctx):
+    return _infer_pixels(ctx, "cpu")
 
 
 @contender("lenet-cuda", (), "lenet Engine.predict_proba(x), CUDA, host<->device copies included", device="cuda")

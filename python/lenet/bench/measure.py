@@ -73,6 +73,8 @@ def correctness(probs: np.ndarray, ref: Optional[np.ndarray]) -> dict:
     """Argmax agreement and max |difference| of probabilities against the reference."""
     if ref is None:
         return {"agree": None, "mismatches": None, "max_abs_dp": None}
+    if isinstance(probs, list) and probs and hasattr(probs[0], "probabilities"):   # lenet Results
+        probs = np.stack([r.probabilities for r in probs])
     probs = np.asarray(probs, np.float32)
     if probs.shape != ref.shape:
         return {"agree": False, "mismatches": int(len(ref)), "max_abs_dp": None,
