@@ -87,3 +87,41 @@ def test_output_kinds():
         l.set_weight("kernel", rng.standard_normal((4, 3)).astype(np.float32))
         l.set_weight("bias", np.zeros(3, np.float32))
         assert _core.Network([l], [4], "t").output_kind == kind
+
+
+def _ring_median_dark(stack):
+    """The test's own reference: the median of each image's outermost pixels below 128."""
+    out = []
+    for img in stack.astype(np.float64):
+        ring = np.concatenate([img[0], img[-1], img[1:-1, 0], img[1:-1, -1]])
+        out.append(np.median(ring) < 128)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("shape", [(200, 28, 28), (100, 2, 2), (100, 3, 7), (60, 32, 32), (50, 5, 2)])
+def test_dark_ground_is_the_median_of_the_border(shape):
+    rng = np.random.default_rng(sum(shape))
+    stacks = [rng.integers(0, 256, shape, dtype=np.uint8),
+              rng.integers(120, 136, shape, dtype=np.uint8),   # medians right at mid-gray
+              np.where(rng.random(shape) < 0.5, 0, 255).astype(np.uint8)]
+    for s in stacks:
+        want = _ring_median_dark(s)
+        np.testing.assert_array_equal(_core.dark_ground(s), want)
+        np.testing.assert_array_equal(_core.dark_ground(s[..., None]), want)
+    with pytest.raises(ValueError):
+        _core.dark_ground(np.zeros((3, 1, 5), np.uint8))
+
+
+def test_pixels_converted_in_the_core_are_numpys_conversion():
+    """pixel_probabilities(p, scale) is probabilities(p.astype(float32) * float32(scale)),
+    bit for bit; a non-finite scale and a wrong shape are InputErrors."""
+    eng = lenet.Engine("lenet5", device="cpu", threads=2)
+    px = np.random.default_rng(5).integers(0, 256, (70, 28, 28, 1), dtype=np.uint8)
+    for scale in (np.float32(1 / 255), np.float32(1.0), np.float32(0.5)):
+        x = px.astype(np.float32)
+        x *= scale
+        np.testing.assert_array_equal(eng._executor.pixel_probabilities(px, scale), eng._executor.probabilities(x))
+    with pytest.raises(lenet.InputError, match="scale"):
+        eng._executor.pixel_probabilities(px, float("nan"))
+    with pytest.raises(lenet.InputError, match="uint8 array of shape"):
+        eng._executor.pixel_probabilities(px[:, :27], 1.0)

@@ -2,6 +2,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <type_traits>
+
 #include "../backends/backend.h"
 #include "../runtime/executor.h"
 #include "../support/errors.h"
@@ -10,9 +12,11 @@
 namespace lenet::bindings {
 namespace {
 
-// The executor on a C-contiguous float32 batch in the model's input shape; the
-// outputs in the model's output shape.
-py::array_t<float> run(Executor& ex, const py::array_t<float, py::array::c_style>& x, Executor::Output mode) {
+// The executor on a C-contiguous batch in the model's input shape (float32 values, or
+// uint8 pixels times `scale`); the outputs in the model's output shape.
+template <class T>
+py::array_t<float> run(Executor& ex, const py::array_t<T, py::array::c_style>& x, Executor::Output mode,
+                       float scale = 1.f) {
     const Network& net = ex.network();
     const auto& expect = net.input_shape();
     bool ok = x.ndim() == py::ssize_t(expect.size()) + 1;
@@ -21,18 +25,23 @@ py::array_t<float> run(Executor& ex, const py::array_t<float, py::array::c_style
         std::string want = "(n", got = "(";
         for (auto v : expect) want += ", " + std::to_string(v);
         for (py::ssize_t i = 0; i < x.ndim(); ++i) got += (i ? ", " : "") + std::to_string(x.shape(i));
-        throw InputError("expected a float32 array of shape " + want + "), got " + got + ")");
+        throw InputError(std::string("expected a ") + (std::is_same_v<T, float> ? "float32" : "uint8") +
+                         " array of shape " + want + "), got " + got + ")");
     }
     const int64_t n = x.shape(0);
     const auto& out = net.output_shape();
     std::vector<py::ssize_t> shape(out.size() + 1, py::ssize_t(n));
     for (size_t i = 0; i < out.size(); ++i) shape[i + 1] = py::ssize_t(out[i]);
     py::array_t<float> y(std::move(shape));
-    const float* src = x.data();
+    Executor::Input input;
+    if constexpr (std::is_same_v<T, float>)
+        input.values = x.data();
+    else
+        input = {nullptr, x.data(), scale};
     float* dst = y.mutable_data();
     {
         py::gil_scoped_release release;
-        ex.run(src, dst, n, mode);
+        ex.run(input, dst, n, mode);
     }
     return y;
 }
@@ -54,16 +63,25 @@ void bind_executor(py::module_& m) {
              py::arg("cuda_graphs") = true, py::arg("cpu_kernels") = "auto")
         .def(
             "run", [](Executor& ex, const py::array_t<float, py::array::c_style>& x) {
-                return run(ex, x, Executor::Output::raw);
+                return run<float>(ex, x, Executor::Output::raw);
             },
             py::arg("x"), "The outputs, as Keras' predict gives them, for a C-contiguous float32 batch in the "
                           "model's input shape.")
         .def(
             "probabilities", [](Executor& ex, const py::array_t<float, py::array::c_style>& x) {
-                return run(ex, x, Executor::Output::probabilities);
+                return run<float>(ex, x, Executor::Output::probabilities);
             },
             py::arg("x"), "A distribution over the classes per input (see Executor::Output), for a C-contiguous "
                           "float32 batch in the model's input shape.")
+        .def(
+            "pixel_probabilities",
+            [](Executor& ex, const py::array_t<uint8_t, py::array::c_style>& pixels, float scale) {
+                return run<uint8_t>(ex, pixels, Executor::Output::probabilities, scale);
+            },
+            py::arg("pixels"), py::arg("scale"),
+            "probabilities() of a C-contiguous uint8 batch of pixels in the model's input shape, each pixel "
+            "converted to float32 and multiplied by `scale` in the core (the same values as NumPy's "
+            "astype(float32) * float32(scale)).")
         .def(
             "describe",
             [](Executor& ex) {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <utility>
 
+#include "../io/dark_ground.h"
 #include "../io/gray_png.h"
 #include "../io/read_files.h"
 #include "bindings.h"
@@ -91,6 +92,20 @@ void bind_io(py::module_& m) {
         "Each item that is bytes of a plain 8-bit grayscale PNG of height x width, decoded (GIL "
         "released): (pixels, rows). pixels: uint8 (decoded, height, width); rows[i]: the row of item i "
         "in pixels, or -1 for an item left to the general path (any other object, format or form).");
+    m.def(
+        "dark_ground",
+        [](const py::array_t<uint8_t, py::array::c_style>& pixels) {
+            if (pixels.ndim() < 3 || pixels.ndim() > 4 || (pixels.ndim() == 4 && pixels.shape(3) != 1) ||
+                pixels.shape(1) < 2 || pixels.shape(2) < 2)
+                throw py::value_error("dark_ground takes uint8 (n, h, w) or (n, h, w, 1) with h, w >= 2");
+            const size_t n = size_t(pixels.shape(0));
+            py::array_t<bool> out{py::ssize_t(n)};
+            dark_ground(pixels.data(), n, int(pixels.shape(1)), int(pixels.shape(2)), out.mutable_data());
+            return out;
+        },
+        py::arg("pixels"),
+        "Per image of a uint8 stack (n, h, w[, 1]): whether the median of its outermost pixels is below "
+        "mid-gray (an MNIST-like dark ground).");
     m.attr("png_decoder") = gray_png_decoder();
 }
 

@@ -25,6 +25,7 @@ struct Executor::Plan {
     std::vector<Buffer> slots;           // activation buffers, shared by nodes whose outputs do not overlap in time
     std::unique_ptr<Stream> stream;
     std::vector<float> staged_in, staged_out;  // host copies in the backend's order, when it differs
+    std::vector<float> converted;              // uint8 inputs as float32 (Input::pixels)
 };
 
 namespace {
@@ -215,8 +216,10 @@ void to_probabilities(float* y, int64_t n, int64_t size, OutputKind kind) {
 
 }  // namespace
 
-void Executor::run(const float* x, float* y, int64_t n, Output output) {
+void Executor::run(Input input, float* y, int64_t n, Output output) {
     if (n < 0) throw InputError("negative batch size " + std::to_string(n));
+    if (input.pixels && !std::isfinite(input.scale))
+        throw InputError("the pixel scale is not finite: " + std::to_string(input.scale));
     if (output == Output::probabilities && network_->output().rank != 1)
         throw InputError("the model's output " + network_->output().str() +
                          " is not a vector of class scores: no probabilities to give (predict gives the outputs)");
@@ -236,14 +239,25 @@ void Executor::run(const float* x, float* y, int64_t n, Output output) {
         try {
             for (int64_t b = begin; b < end; b += capacity) {
                 const int m = int(std::min<int64_t>(capacity, end - b));
-                // NaN or infinite inputs would come out as NaN: refused, never a silent
-                // answer. So is an output that overflowed (inputs or weights too large
-                // for float32 activations).
-                if (const int64_t bad = first_non_finite(x + b * in_size, m, in_size); bad >= 0)
-                    throw InputError("image " + std::to_string(b + bad) +
-                                     " of the batch holds NaN or infinite values");
+                const float* xb;
+                if (input.pixels) {
+                    // Finite by construction (bytes times a finite scale).
+                    std::vector<float>& f = plan->converted;
+                    f.resize(size_t(capacity) * in_size);
+                    const uint8_t* p = input.pixels + b * in_size;
+                    for (int64_t i = 0; i < m * in_size; ++i) f[i] = float(p[i]) * input.scale;
+                    xb = f.data();
+                } else {
+                    xb = input.values + b * in_size;
+                    // NaN or infinite inputs would come out as NaN: refused, never a silent
+                    // answer. So is an output that overflowed (inputs or weights too large
+                    // for float32 activations).
+                    if (const int64_t bad = first_non_finite(xb, m, in_size); bad >= 0)
+                        throw InputError("image " + std::to_string(b + bad) +
+                                         " of the batch holds NaN or infinite values");
+                }
                 float* yb = y + b * out_size;
-                run_chunk(*plan, x + b * in_size, yb, m, spare);
+                run_chunk(*plan, xb, yb, m, spare);
                 if (const int64_t bad = first_non_finite(yb, m, out_size); bad >= 0)
                     throw InputError("the network's output for image " + std::to_string(b + bad) +
                                      " of the batch is not finite: its activations overflowed float32 (input "

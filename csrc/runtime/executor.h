@@ -32,9 +32,21 @@ public:
                         // sigmoid outputs divided by their sum, anything else through a softmax
     };
 
+    // The inputs of a call: float32 values, or uint8 pixels multiplied by `scale` as
+    // they are converted (float(p) * scale, as NumPy's astype(float32) then a float32
+    // multiply gives it: the same bits), so that images travel as bytes to the core.
+    struct Input {
+        const float* values = nullptr;
+        const uint8_t* pixels = nullptr;
+        float scale = 1.f;
+    };
+
     // x: n inputs in the model's layout (Keras' per-sample input shape);
     // y: n x output_size values.
-    void run(const float* x, float* y, int64_t n, Output output = Output::raw);
+    void run(Input x, float* y, int64_t n, Output output = Output::raw);
+    void run(const float* x, float* y, int64_t n, Output output = Output::raw) {
+        run(Input{x, nullptr, 1.f}, y, n, output);
+    }
 
     // What the plans made so far decided (those not running a call right now).
     struct PlanReport {
