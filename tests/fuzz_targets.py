@@ -58,7 +58,7 @@ with atheris.instrument_imports(include=["lenet"]):
     import lenet
     import lenet.cli
     import lenet.keras
-    import lenet.preprocess
+    import lenet.images.sniff
 
 import cv2  # noqa: E402
 import h5py  # noqa: E402
@@ -478,7 +478,7 @@ class ImageBytes:
         self.file = os.fsencode(work / "case.png")
 
     def __call__(self, data: bytes) -> None:
-        fmt = lenet.preprocess._format_of(data) or "unknown format"
+        fmt = lenet.images.sniff.format_of(data) or "unknown format"
         mode = ("auto", "mnist", "photo")[data[-1] % 3] if data else "auto"
         out = outcome_of(lambda: check_results(engine().infer(data, mode=mode)))
         tally(fmt, out)
@@ -621,7 +621,7 @@ def main() -> None:
     STATS["target"] = args.target
     # The fuzzers explore decoding, not big images: a small pixel limit keeps cases fast
     # (the default limit has its own tests).
-    lenet.preprocess.set_max_image_pixels(4_000_000)
+    lenet.set_max_image_pixels(4_000_000)
 
     if args.target.startswith("model"):
         seeds = model_seeds(args.seeds)

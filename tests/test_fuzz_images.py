@@ -20,7 +20,8 @@ import pytest
 import lenet
 from conftest import REPO
 from fuzz_runner import fuzz, image_seeds
-from lenet import preprocess
+from lenet import images
+from lenet.images import decode as decoding
 from lenet.images import page
 from lenet._native import _core
 
@@ -129,32 +130,32 @@ def _bombs(w, h):
 def test_decompression_bombs_are_refused_before_decoding(engine, monkeypatch, w, h):
     def no_decoding(buf):
         raise AssertionError("decoded a bomb")
-    monkeypatch.setattr(preprocess, "_imdecode_upright", no_decoding)
+    monkeypatch.setattr(decoding, "imdecode_upright", no_decoding)
     bombs = _bombs(w, h)
     assert len(bombs) >= 5
     for fmt, data in bombs.items():
-        assert preprocess.image_size(data) == (fmt, w, h)
+        assert images.image_size(data) == (fmt, w, h)
         with pytest.raises(lenet.InputError, match="exceeds the limit of 100,000,000 pixels"):
             engine.infer(data)
 
 
 def test_pixel_limit_is_configurable(engine, digits, seeds):
     png = seeds["digit-28.png"]
-    assert preprocess.max_image_pixels() == preprocess.DEFAULT_MAX_IMAGE_PIXELS == 100_000_000
+    assert images.max_image_pixels() == images.DEFAULT_MAX_IMAGE_PIXELS == 100_000_000
     try:
-        preprocess.set_max_image_pixels(28 * 28 - 1)
+        images.set_max_image_pixels(28 * 28 - 1)
         with pytest.raises(lenet.InputError, match="28x28 = 784 pixels exceeds the limit of 783"):
             engine.infer(png)
         with pytest.raises(lenet.InputError, match="exceeds the limit"):
             engine.infer(digits[0][0])                           # arrays too
-        preprocess.set_max_image_pixels(28 * 28)
+        images.set_max_image_pixels(28 * 28)
         assert engine.infer(png).digit == 7
     finally:
-        preprocess.set_max_image_pixels(None)
-    assert preprocess.max_image_pixels() == 100_000_000
+        images.set_max_image_pixels(None)
+    assert images.max_image_pixels() == 100_000_000
     for bad in (0, -5, 2.5, "1000", True):
         with pytest.raises(lenet.InputError, match="positive integer"):
-            preprocess.set_max_image_pixels(bad)
+            images.set_max_image_pixels(bad)
 
 
 def test_pixel_limit_from_the_environment(tmp_path):

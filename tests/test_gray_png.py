@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import lenet
-from lenet import preprocess
+from lenet import images
 from lenet._native import _core
 from conftest import REPO
 
@@ -120,7 +120,7 @@ def _each_alone(items, labels, hwc, mode):
     """prepare() one item at a time (one file never takes the lane), merged as one chunk would be."""
     xs, sources, modes, owner, errors = [], [], [], [], []
     for i, (item, label) in enumerate(zip(items, labels)):
-        got = preprocess.prepare([item], [label], hwc, mode)
+        got = images.prepare([item], [label], hwc, mode)
         xs.append(got.x)
         sources += got.sources
         modes += got.modes
@@ -147,8 +147,8 @@ def test_a_chunk_answers_as_its_items_one_by_one(tmp_path, digits, mode):
         if k == 6:
             items.append(cv2.imencode(".png", digits[7])[1].tobytes())
     items.append(_write(tmp_path, "last.png", _png(digits[8])))
-    labels = [preprocess.label_of(item, i) for i, item in enumerate(items)]
-    got = preprocess.prepare(list(items), labels, (28, 28, 1), mode)
+    labels = [images.label_of(item, i) for i, item in enumerate(items)]
+    got = images.prepare(list(items), labels, (28, 28, 1), mode)
     x, sources, modes, owner, errors = _each_alone(items, labels, (28, 28, 1), mode)
     np.testing.assert_array_equal(got.x, x)
     assert got.sources == sources and got.modes == modes and got.owner == owner
@@ -182,13 +182,13 @@ def test_bytes_answer_as_they_do_without_the_lane(monkeypatch, digits, mode):
     refused = _refused(digits[1])
     dark = [_png(img) for img in digits[:3]]
     mixed = [dark[0], _png(255 - digits[3]), refused["rgb"], refused["truncated"],
-             preprocess.Named(dark[1], "<stdin>"), np.array(digits[4]), dark[2]]
+             images.Named(dark[1], "<stdin>"), np.array(digits[4]), dark[2]]
     cases = [[dark[0]], dark, mixed]
-    got = [preprocess.prepare(list(items), [preprocess.label_of(it, i) for i, it in enumerate(items)],
+    got = [images.prepare(list(items), [images.label_of(it, i) for i, it in enumerate(items)],
                               (28, 28, 1), mode) for items in cases]
     monkeypatch.setattr(_core, "png_decoder", "")   # no lane: OpenCV decodes every item
     for items, g in zip(cases, got):
-        want = preprocess.prepare(list(items), [preprocess.label_of(it, i) for i, it in enumerate(items)],
+        want = images.prepare(list(items), [images.label_of(it, i) for i, it in enumerate(items)],
                                   (28, 28, 1), mode)
         np.testing.assert_array_equal(g.x, want.x)
         assert (g.sources, g.modes, g.owner, g.single) == (want.sources, want.modes, want.owner, want.single)
@@ -199,17 +199,17 @@ def test_bytes_answer_as_they_do_without_the_lane(monkeypatch, digits, mode):
 
 def test_a_three_channel_model_never_takes_the_lane(tmp_path, digits):
     paths = [_write(tmp_path, f"{k}.png", _png(img)) for k, img in enumerate(digits[:4])]
-    got = preprocess.prepare(paths, paths, (28, 28, 3), "mnist")
+    got = images.prepare(paths, paths, (28, 28, 3), "mnist")
     want = np.stack([np.repeat(img[:, :, None], 3, axis=2) for img in digits[:4]]).astype(np.float32)
     np.testing.assert_array_equal(got.x, want)
 
 
 def test_the_pixel_limit_still_applies(tmp_path, digits):
     paths = [_write(tmp_path, f"{k}.png", _png(img)) for k, img in enumerate(digits[:3])]
-    preprocess.set_max_image_pixels(100)
+    images.set_max_image_pixels(100)
     try:
-        got = preprocess.prepare(paths, paths, (28, 28, 1), "mnist")
+        got = images.prepare(paths, paths, (28, 28, 1), "mnist")
     finally:
-        preprocess.set_max_image_pixels(None)
+        images.set_max_image_pixels(None)
     assert len(got.x) == 0 and all("exceeds the limit" in str(e) for _, e in got.errors)
 

@@ -21,7 +21,8 @@ import lenet
 import photo_fixtures as pf
 from conftest import REPO
 from lenet import images
-from lenet.preprocess import _exif_orientation, decode
+from lenet.images.decode import decode
+from lenet.images.sniff import exif_orientation
 
 EXAMPLES = [cv2.imread(str(REPO / "examples" / f"digit-{d}.png"), cv2.IMREAD_GRAYSCALE) for d in range(10)]
 PAPER = (245, 241, 232)
@@ -123,9 +124,9 @@ def test_exif_orientation_parser():
         (6).to_bytes(2, "little") + b"\0\0\0\0\0\0"
     be = b"MM\x00*" + (8).to_bytes(4, "big") + (1).to_bytes(2, "big") + (0x0112).to_bytes(2, "big") + \
         (3).to_bytes(2, "big") + (1).to_bytes(4, "big") + (8).to_bytes(2, "big") + b"\0\0\0\0\0\0"
-    assert _exif_orientation(le) == 6 and _exif_orientation(be) == 8
+    assert exif_orientation(le) == 6 and exif_orientation(be) == 8
     for bad in (b"", b"garbage", le[:12], b"II*\x00" + (999).to_bytes(4, "little")):
-        assert _exif_orientation(bad) == 1
+        assert exif_orientation(bad) == 1
 
 
 # ------------------------------------------------------------------ each step, on synthetic shapes

@@ -124,11 +124,11 @@ def test_limits(engine):
         r = c.post("/v1/classify", content=b"x", headers={"Content-Type": "image/png",
                                                           "Content-Length": str(1 << 40)})
         assert r.status_code == 413
-        lenet.preprocess.set_max_image_pixels(100)
+        lenet.set_max_image_pixels(100)
         try:
             r = c.post("/v1/classify", content=EXAMPLES[0].read_bytes(), headers={"Content-Type": "image/png"})
         finally:
-            lenet.preprocess.set_max_image_pixels(None)
+            lenet.set_max_image_pixels(None)
         assert r.status_code == 413 and "exceeds the limit" in r.json()["error"]
         blank = cv2.imencode(".png", np.full((200, 300), 240, np.uint8))[1].tobytes()
         r = c.post("/v1/classify", content=blank, headers={"Content-Type": "image/png"})

@@ -12,6 +12,7 @@ from .engine import (DEFAULT_MODEL, Engine, Model, Number, Result, cuda_availabl
                      infer, infer_iter, load, read_number)
 from .errors import (CudaError, Error, ImageTooLargeError, InputError, InputFileNotFoundError, ModelError,
                      ModelFileError, ModelFileNotFoundError, UnsupportedModelError)
+from .images import max_image_pixels, set_max_image_pixels
 from .keras import SHIPPED_MODELS, shipped_weights
 
 __version__ = _core.__version__
@@ -48,7 +49,7 @@ def info() -> dict:
 
 __all__ = [
     "DEFAULT_MODEL", "SHIPPED_MODELS", "Engine", "Model", "Number", "Result", "infer", "infer_iter", "read_number", "load", "info",
-    "shipped_weights",
+    "shipped_weights", "max_image_pixels", "set_max_image_pixels",
     "cuda_available", "cuda_built", "cpu_kernel_sets", "default_threads",
     "Error", "ModelError", "ModelFileError", "ModelFileNotFoundError", "UnsupportedModelError", "InputError",
     "InputFileNotFoundError", "ImageTooLargeError", "CudaError",

@@ -335,7 +335,7 @@ class _Run:
 
     def _numbers(self, inputs) -> None:
         import lenet
-        from .preprocess import Named
+        from .images import Named
         for item in inputs:
             if isinstance(item, lenet.InputError):   # named nothing to read
                 self.error(item)
@@ -376,7 +376,7 @@ class _Inputs:
             self.directories = [a for a in args.images if a != "-" and os.path.isdir(a)]
 
     def __iter__(self) -> Iterator:
-        from .preprocess import Named
+        from .images import Named
         for arg in self.args.images:
             if arg == "-":
                 yield Named(sys.stdin.buffer.read(), "<stdin>")
@@ -424,12 +424,12 @@ def _walk(directory: str) -> Iterator[str]:
 
 def _is_image(path: str) -> bool:
     """An image file by its extension, or else by its first bytes."""
-    from .preprocess import _format_of
+    from .images.sniff import format_of
     if os.path.splitext(path)[1].lower() in IMAGE_EXTENSIONS:
         return True
     try:
         with open(path, "rb") as f:
-            return _format_of(f.read(32)) is not None
+            return format_of(f.read(32)) is not None
     except OSError:
         return False
 

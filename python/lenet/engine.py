@@ -17,7 +17,7 @@ from . import _native, pipeline
 from ._native import _core
 from .errors import CudaError, Error, InputError
 from .keras import SHIPPED_MODELS, read_model, shipped_weights
-from .preprocess import Batch, as_array, check_batch_size, number_batch, to_batch
+from .images import Batch, as_array, check_batch_size, number_batch, to_batch
 from .spec import ModelSpec
 
 DEFAULT_MODEL = "lenet5"
@@ -506,7 +506,7 @@ class Engine:
               channel_order: str = "rgb") -> Union[Result, list[Result]]:
         """Classifies images: a path, bytes of an encoded image, an array (one image
         or a batch), a Pillow image, an array-like (``__array__``), or any iterable of
-        these (a list, a generator; see ``lenet.preprocess``). One image gives a
+        these (a list, a generator; see ``lenet.images``). One image gives a
         ``Result``; a batch or an iterable gives a list of ``Result``.
 
         ``mode``: "auto" (the default), "mnist" (the image already looks like MNIST:
@@ -597,7 +597,7 @@ class Engine:
         return np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if self._images_channels_first() else x
 
     def _probabilities(self, x: np.ndarray) -> np.ndarray:
-        """Probabilities for a batch of images as preprocess gives them (n, H, W, C), or
+        """Probabilities for a batch of images as images.prepare gives them (n, H, W, C), or
         (n, C, H, W) for a channels_first model: reshaped to the model's input."""
         return self._executor.probabilities(x.reshape((len(x),) + self._input_rest))
 

@@ -1,7 +1,7 @@
 """Streaming classification: any number of inputs, in bounded memory, results in input order.
 
 The calling thread pulls inputs from the iterable a chunk at a time and hands each chunk to
-a reader thread, which reads, decodes and prepares it (``preprocess.prepare``: OpenCV
+a reader thread, which reads, decodes and prepares it (``images.prepare``: OpenCV
 releases the GIL while it decodes); the calling thread runs the engine on each prepared
 chunk in input order, while the readers work on the chunks after it. At most ``readahead``
 chunks are in flight, so what is alive at any time is bounded by
@@ -26,7 +26,7 @@ from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 
-from . import preprocess
+from . import images
 from .errors import InputError
 
 DEFAULT_BATCH_SIZE = 1024  # 256 streamed 28x28 PNGs ~15% slower (PERFORMANCE.md)
@@ -52,12 +52,12 @@ def items_of(inputs: Any) -> tuple[Iterator[Any], bool]:
     """The inputs as an iterator of items, and whether the input was one image. One path,
     bytes or one image array is one item; a batch array gives its images; any other
     iterable (a list, a generator, a map over a file's lines) gives its elements."""
-    if isinstance(inputs, (str, os.PathLike, bytes, bytearray, memoryview)) or preprocess.is_pil_image(inputs):
+    if isinstance(inputs, (str, os.PathLike, bytes, bytearray, memoryview)) or images.is_pil_image(inputs):
         return iter([inputs]), True
     if not isinstance(inputs, (np.ndarray, list, tuple)) and hasattr(inputs, "__array__"):
-        inputs = preprocess.as_array(inputs, "<array>")   # a torch tensor, a JAX array: one array, not an iterable
+        inputs = images.as_array(inputs, "<array>")   # a torch tensor, a JAX array: one array, not an iterable
     if isinstance(inputs, np.ndarray):
-        if inputs.ndim not in (3, 4) or preprocess.is_one_image(inputs):
+        if inputs.ndim not in (3, 4) or images.is_one_image(inputs):
             return iter([inputs]), True   # one image (or an array prepare refuses with its reason)
         return iter(inputs), False
     try:
@@ -73,12 +73,12 @@ def stream(engine, inputs: Any, *, batch_size: Optional[int] = None, mode: str =
     and ``InputError`` (one per input that failed: read, decode, no digit found), each in the
     place of its input. ``errors="raise"`` raises the first failure instead, in its place.
     See ``Engine.infer_iter``."""
-    if mode not in preprocess.MODES:
+    if mode not in images.MODES:
         raise InputError(f"unknown mode {mode!r} (expected 'auto', 'mnist' or 'photo')")
     if errors not in ERRORS:
         raise InputError(f"errors must be 'yield' or 'raise', got {errors!r}")
-    preprocess.check_batch_size(batch_size)
-    preprocess.check_channel_order(channel_order)
+    images.check_batch_size(batch_size)
+    images.check_channel_order(channel_order)
     hwc = engine._image_shape()
     readers = max(1, engine.threads)
     readahead = readahead or 2 * readers + 1
@@ -216,12 +216,12 @@ def _prepare_part(part: list, hwc, mode: tuple, cancelled: threading.Event):
     if cancelled.is_set():
         return None, 0.0
     started = time.perf_counter()
-    got = preprocess.prepare([item for _, item in part], [preprocess.label_of(item, i) for i, item in part], hwc,
+    got = images.prepare([item for _, item in part], [images.label_of(item, i) for i, item in part], hwc,
                              mode[0], channel_order=mode[1])
     return got, time.perf_counter() - started
 
 
-def _results(engine, part: list, got: "preprocess.Prepared") -> list:
+def _results(engine, part: list, got: "images.Prepared") -> list:
     """The chunk's answers in input order: its Results (one per image) and InputErrors."""
     from .engine import Result
     probs = engine._probabilities(engine._scaled(got.x)) if len(got.x) else np.zeros((0, engine.classes),

@@ -28,7 +28,7 @@ import numpy as np
 
 from .engine import Engine, Model, Result, load
 from .errors import InputError
-from .preprocess import Named, is_one_image
+from .images import Named, is_one_image
 
 # What classify() reads from a directory: the extensions lenet-cli takes.
 IMAGE_EXTENSIONS = ("png", "jpg", "jpeg", "bmp", "gif", "tif", "tiff", "webp", "pbm", "pgm", "ppm", "pnm")

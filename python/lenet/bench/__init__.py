@@ -147,7 +147,7 @@ def infer_breakdown(weights: Path, paths: list, threads: int, rounds: int = 15) 
     rest (results). Medians over interleaved rounds, in seconds."""
     import numpy as np
     import lenet
-    from lenet import preprocess
+    from lenet import images
 
     out = {"images": len(paths)}
     engines = {t: lenet.Engine(weights, device="cpu", threads=t) for t in sorted({1, threads})}
@@ -157,7 +157,7 @@ def infer_breakdown(weights: Path, paths: list, threads: int, rounds: int = 15) 
             t0 = time.perf_counter()
             e.infer(paths)
             total = time.perf_counter() - t0
-            batch = preprocess.to_batch(paths, e.model.image_shape, e.input_scale, threads=t)
+            batch = images.to_batch(paths, e.model.image_shape, e.input_scale, threads=t)
             t0 = time.perf_counter()
             e.predict_proba(batch.hwc)
             got = samples[t]

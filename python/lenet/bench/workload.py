@@ -78,7 +78,7 @@ def load_digits(mnist_dir: Optional[Path], n: int) -> tuple[np.ndarray, Optional
 
 def to_input(images: np.ndarray, scale: float) -> np.ndarray:
     """uint8 (n, 28, 28) -> float32 (n, 28, 28, 1) times the model's input scale, computed
-    exactly as lenet.preprocess does for decoded files."""
+    exactly as lenet.images does for decoded files."""
     x = images.astype(np.float32).reshape(*images.shape, 1)  # not [..., None]: its stride 0 makes torch recompile
     x *= np.float32(scale)
     return x

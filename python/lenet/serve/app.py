@@ -30,7 +30,7 @@ from typing import Any, Optional
 import numpy as np
 import orjson
 
-from .. import preprocess
+from .. import images
 from ..engine import Engine
 from ..errors import ImageTooLargeError, InputError
 from .batcher import Batcher, Overloaded
@@ -114,10 +114,10 @@ class Server:
     async def classify(self, items: list, labels: list, top_k: int, with_image: bool) -> list:
         """Per item: its answer (a dict) or its InputError."""
         if _small(items):   # decoded on the event loop: less than a hop to a worker thread costs
-            got = preprocess.prepare(items, labels, self.hwc, self.options.mode)
+            got = images.prepare(items, labels, self.hwc, self.options.mode)
         else:
             from starlette.concurrency import run_in_threadpool
-            got = await run_in_threadpool(preprocess.prepare, items, labels, self.hwc, self.options.mode)
+            got = await run_in_threadpool(images.prepare, items, labels, self.hwc, self.options.mode)
         answers: list = [None] * len(items)
         for i, e in got.errors:
             answers[i] = e
@@ -207,7 +207,7 @@ def _small(items: list) -> bool:
     for item in items:
         if isinstance(item, bytes):
             try:
-                _, w, h = preprocess.image_size(item)
+                _, w, h = images.image_size(item)
             except InputError:
                 return False
             if w * h > INLINE_PIXELS:
@@ -305,7 +305,7 @@ async def _inputs(request, limit: int) -> tuple[list, list, bool]:
             a = np.asarray(doc["array"], dtype=np.float32)
         except (ValueError, TypeError) as e:
             raise HTTPFailure(422, f'"array" is not an array of numbers ({e})') from None
-        if not preprocess.is_one_image(a):
+        if not images.is_one_image(a):
             raise HTTPFailure(422, f'"array" must be one image, (H, W) or (H, W, C); got shape {a.shape}')
         return [a], ["array"], False
     if kind in ("", "application/octet-stream") or kind.startswith("image/"):
