@@ -254,7 +254,7 @@ def test_no_gpu_error_and_auto_fallback():
     with pytest.raises(lenet.CudaError):
         lenet._core.Executor(lenet.load()._network, "cuda", 1)   # below the Python check too
     # auto falls back to the CPU, saying once why when the backend is built.
-    lenet.engine._auto_warned = False
+    lenet.device._auto_warned = False
     if lenet.cuda_built():
         with pytest.warns(RuntimeWarning, match="using the CPU"):
             assert lenet.Engine(device="auto").device == "cpu"

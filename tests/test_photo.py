@@ -160,7 +160,7 @@ def test_speckle_noise_is_ignored():
         y, x = rng.integers(0, 480), rng.integers(0, 640)
         img[y:y + rng.integers(1, 4), x:x + rng.integers(1, 4)] = rng.choice([0, 255])
     p = images.page.Page(img, "x")
-    x, y, w, h = images.page._union(p.boxes[images.digit.find_digit(p)])
+    x, y, w, h = images.page.union_box(p.boxes[images.digit.find_digit(p)])
     ys, xs = np.nonzero(ink_of(5, 120) > 0.3)
     assert abs(x - (260 + xs.min())) <= 3 and abs(y - (180 + ys.min())) <= 3
     assert abs(w - (xs.max() - xs.min() + 1)) <= 4 and abs(h - (ys.max() - ys.min() + 1)) <= 4
@@ -172,7 +172,7 @@ def test_broken_strokes_are_one_digit():
     p = images.page.Page(page(alpha), "x")
     ids = images.digit.find_digit(p)
     assert len(ids) >= 2
-    assert images.page._union(p.boxes[ids])[3] >= 115
+    assert images.page.union_box(p.boxes[ids])[3] >= 115
 
 
 @pytest.mark.parametrize("shape", ["bar", "wide", "blob"])

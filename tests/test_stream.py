@@ -1,4 +1,4 @@
-"""The streaming pipeline (lenet.pipeline): Engine.infer_iter / lenet.infer_iter and infer
+"""The streaming pipeline (lenet.stream): Engine.infer_iter / lenet.infer_iter and infer
 on any iterable. Order, errors in place, the same answers as a batch, bounded memory."""
 
 import itertools

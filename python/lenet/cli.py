@@ -261,7 +261,7 @@ class _Run:
                 self._numbers(inputs)
             else:
                 parts = (self._ray_stream(inputs) if self.args.ray else
-                         self.engine._stream(inputs, batch_size=self.args.batch_size, mode=self.args.mode))
+                         lenet.stream.batches(self.engine, inputs, batch_size=self.args.batch_size, mode=self.args.mode))
                 for part in parts:
                     for r in part:
                         if isinstance(r, lenet.InputError):

@@ -1,305 +1,26 @@
-"""The user's surface: load a model, build an Engine on a device, classify images."""
+"""The user's surface: an Engine runs a model on a device; infer, infer_iter and
+read_number classify images with the default engine."""
 
 from __future__ import annotations
 
 import atexit
 import os
 import threading
-import warnings
 import weakref
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence, Union, overload
 
 import numpy as np
 
-from . import _native, pipeline
+from . import stream
 from ._native import _core
-from .errors import CudaError, Error, InputError
-from .keras import SHIPPED_MODELS, read_model, shipped_weights
-from .images import Batch, as_array, check_batch_size, number_batch, to_batch
-from .spec import ModelSpec
+from .device import cuda_available, cuda_built, default_threads, resolve_device
+from .errors import Error, InputError
+from .images import Prepared, as_array, check_batch_size, label_of, prepare, prepare_number
+from .model import DEFAULT_MODEL, Model, load
+from .results import Number, Result, answers, results
 
-DEFAULT_MODEL = "lenet5"
-# Pixel scale assumed for a file that does not record one (lenet_input_scale) and
-# does not start with a Rescaling layer: Keras MNIST models are almost always
-# trained on x / 255.
-DEFAULT_INPUT_SCALE = 1.0 / 255.0
-
-
-class Result:
-    """One classified image, a value: immutable, equal to another Result of the same digit,
-    probabilities (bit for bit), source and mode; hashable (in sets, as dict keys).
-
-    ``probabilities`` is a distribution over the classes, whatever the model ends
-    in: a softmax's outputs as they are; sigmoid outputs (one per class) divided by
-    their sum; anything else (logits, ReLU outputs) through a softmax. ``predict``
-    gives the model's own outputs."""
-
-    # A plain class with slots, not a frozen dataclass: a stream makes one per image, and
-    # the dataclass's __init__ (object.__setattr__ per field) cost 4 us of the GIL each.
-    __slots__ = ("digit", "probabilities", "source", "mode", "_input", "_scale")
-
-    digit: int                  # the most probable class
-    probabilities: np.ndarray   # float32 (classes,), sums to 1 (read-only)
-    source: str                 # the path, "<bytes>", "<array>[i]", ...
-    mode: str                   # the preprocessing the image took: "mnist" or "photo"
-
-    def __init__(self, digit: int, probabilities: np.ndarray, source: str = "", mode: str = "", *,
-                 _input: Optional[np.ndarray] = None, _scale: float = 1.0):
-        if type(probabilities) is not np.ndarray:
-            probabilities = np.asarray(probabilities)
-        if probabilities.flags.writeable:   # a value's contents do not change: a read-only copy
-            probabilities = probabilities.copy()
-            probabilities.flags.writeable = False
-        set_ = object.__setattr__
-        set_(self, "digit", digit)
-        set_(self, "probabilities", probabilities)
-        set_(self, "source", source)
-        set_(self, "mode", mode)
-        # The network's input for this image, (H, W, C) scaled, and the scale: see `image`.
-        set_(self, "_input", _input)
-        set_(self, "_scale", _scale)
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"Result is immutable: cannot set {name!r}")
-
-    def __delattr__(self, name):
-        raise AttributeError(f"Result is immutable: cannot delete {name!r}")
-
-    def __eq__(self, other):
-        if not isinstance(other, Result):
-            return NotImplemented
-        return (self.digit == other.digit and self.source == other.source and self.mode == other.mode
-                and self.probabilities.shape == other.probabilities.shape
-                and self.probabilities.tobytes() == other.probabilities.tobytes())
-
-    def __hash__(self) -> int:
-        return hash((self.digit, self.source, self.mode, self.probabilities.tobytes()))
-
-    def __reduce__(self):
-        return (_result, (self.digit, np.array(self.probabilities), self.source, self.mode, self._input, self._scale))
-
-    @property
-    def confidence(self) -> float:
-        return float(self.probabilities[self.digit])
-
-    @property
-    def image(self) -> Optional[np.ndarray]:
-        """What the network received, as a picture: uint8 (H, W) — (H, W, 3) for a
-        colour model — 0..255, the digit white on black. None for a hand-made Result."""
-        if self._input is None:
-            return None
-        img = np.clip(np.rint(self._input / self._scale), 0, 255).astype(np.uint8)
-        return img[:, :, 0] if img.shape[2] == 1 else img
-
-    def top(self, k: int = 3) -> list[tuple[int, float]]:
-        """The k most probable classes as (class, probability), best first."""
-        order = np.argsort(-self.probabilities, kind="stable")[:k]
-        return [(int(i), float(self.probabilities[i])) for i in order]
-
-    def __repr__(self) -> str:
-        return f"Result(digit={self.digit}, confidence={self.confidence:.4f}, source={self.source!r})"
-
-
-def _result(digit, probabilities, source, mode, input_, scale) -> Result:
-    return Result(digit, probabilities, source, mode, _input=input_, _scale=scale)
-
-
-@dataclass(frozen=True)
-class Number:
-    """A number read from one image: its digits left to right."""
-
-    digits: list[Result]                     # one per digit, left to right
-    boxes: list[tuple[int, int, int, int]]   # each digit's x, y, width, height in the image's pixels
-    source: str = ""
-
-    @property
-    def number(self) -> str:
-        return "".join(str(r.digit) for r in self.digits)
-
-    @property
-    def confidence(self) -> float:
-        """The product of the digits' confidences: the probability that the whole
-        number is right, if the digits' errors are independent."""
-        return float(np.prod([r.confidence for r in self.digits]))
-
-    def __repr__(self) -> str:
-        return f"Number({self.number!r}, confidence={self.confidence:.4f}, source={self.source!r})"
-
-
-class Model:
-    """A loaded, checked model: the file's layers with their shapes and weights.
-
-    Immutable; several Engines (on different devices) may share one.
-    """
-
-    def __init__(self, spec: ModelSpec):
-        self.spec = spec
-        self._network = _core.Network(spec.layers, list(spec.input_shape), spec.source)
-        self._image_shape = _image_shape(spec, self._network)
-        self._input_shape = (None,) + tuple(self._network.input_shape)
-        self._output_shape = (None,) + tuple(self._network.output_shape)
-
-    def __reduce__(self):   # its spec: the layer records and their weights (lenet.spec)
-        return Model, (self.spec,)
-
-    @property
-    def source(self) -> str:
-        return self.spec.source
-
-    @property
-    def input_shape(self) -> tuple:
-        """The model's input shape as Keras gives it: (None, 28, 28, 1), (None, 784), ..."""
-        return self._input_shape
-
-    @property
-    def output_shape(self) -> tuple:
-        """The model's output shape as Keras gives it: (None, 10), ..."""
-        return self._output_shape
-
-    @property
-    def image_shape(self) -> Optional[tuple[int, int, int]]:
-        """(height, width, channels) of the images ``infer`` feeds the model; None when
-        the input does not say (a flat input whose length is not a square)."""
-        return self._image_shape
-
-    @property
-    def channels_first(self) -> bool:
-        return bool(self._network.channels_first)
-
-    @property
-    def classes(self) -> int:
-        """Values per image in the output."""
-        return int(self._network.output_size)
-
-    @property
-    def macs(self) -> int:
-        """Multiply-adds per image in the convolutions and dense layers."""
-        return self._network.macs
-
-    @property
-    def input_scale(self) -> float:
-        """The factor applied to 0..255 pixels before the network: the file's
-        ``lenet_input_scale``, 1.0 when the model starts with a Rescaling or
-        Normalization layer, else 1/255."""
-        if self.spec.input_scale is not None:
-            return float(self.spec.input_scale)
-        if any(l.kind in ("rescaling", "normalization") and list(l.inputs) == [-1] for l in self.spec.layers):
-            return 1.0
-        return DEFAULT_INPUT_SCALE
-
-    def summary(self, print_fn: Optional[Callable[[str], Any]] = None) -> None:
-        """Prints the layers, their output shapes and parameter counts, as Keras'
-        ``model.summary()`` does: with ``print`` unless ``print_fn`` is given (which
-        receives the whole text, e.g. ``lines.append``)."""
-        (print_fn or print)(self._summary_text())
-
-    def _summary_text(self) -> str:
-        rows = self._network.layers()
-        lines = [f"Model {self.spec.name or '?'} from {self.source}",
-                 f"input {self.input_shape}{', channels_first' if self.channels_first else ''}, "
-                 f"pixels x {self.input_scale:g}"]
-        width = max([len(f"{n} ({c})") for n, c, _, _ in rows] + [10])
-        lines.append(f"{'layer':<{width}}  {'output shape':<20}{'params':>10}")
-        for name, cls, shape, params in rows:
-            lines.append(f"{name + ' (' + cls + ')':<{width}}  {str((None,) + tuple(shape)):<20}{params:>10,}")
-        lines.append(f"total parameters: {self._network.params:,}")
-        kind = self._network.output_kind
-        if kind != "softmax" and len(self.output_shape) == 2:
-            lines.append("outputs: " + ("sigmoids; probabilities are them divided by their sum" if kind == "sigmoid"
-                                        else "scores (logits); probabilities are their softmax"))
-        return "\n".join(lines)
-
-    def __repr__(self) -> str:
-        return f"Model({self.spec.name!r}, source={self.source!r}, input={self.input_shape}, classes={self.classes})"
-
-
-def _image_shape(spec: ModelSpec, network: Any) -> Optional[tuple[int, int, int]]:
-    """What image the model's input holds: an image input as it is; (h, w) as one
-    channel; a flat input reshaped into an image by its first layer, or square."""
-    shape = tuple(network.input_shape)
-    if len(shape) == 3:
-        return (shape[1], shape[2], shape[0]) if network.channels_first else shape
-    if len(shape) == 2:
-        return (shape[0], shape[1], 1)
-    first = next((l for l in spec.layers if list(l.inputs) == [-1]), None)
-    if first is not None and first.kind == "reshape" and len(first.target_shape) in (2, 3) and \
-            -1 not in first.target_shape:
-        t = tuple(first.target_shape)
-        return (t[0], t[1], 1) if len(t) == 2 else ((t[1], t[2], t[0]) if network.channels_first else t)
-    side = int(round(shape[0] ** 0.5))
-    return (side, side, 1) if side * side == shape[0] else None
-
-
-def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None) -> Model:
-    """Loads and checks a Keras HDF5 model.
-
-    ``path``: a full-model ``.h5`` (Keras 2 or 3), or a weights-only file together
-    with ``arch`` (a Keras JSON file or string, or a shipped model name). ``None``
-    or a shipped name ("lenet5", "lenet-keras", "lenet-tf") loads shipped weights.
-    Raises ModelFileError or UnsupportedModelError.
-    """
-    if path is None:
-        path = DEFAULT_MODEL
-    if isinstance(path, str) and path in SHIPPED_MODELS and not Path(path).exists():
-        path = shipped_weights(path)
-    return Model(read_model(path, arch=arch))
-
-
-# --- devices -----------------------------------------------------------------
-
-def cuda_built() -> bool:
-    """Whether this installation includes the CUDA backend module."""
-    return _native.cuda_built()
-
-
-def cuda_available() -> bool:
-    """Whether ``device="cuda"`` can run here (backend loaded and a GPU present). Never raises.
-    Without an NVIDIA driver it answers without loading the CUDA libraries."""
-    try:
-        return (_native.cuda_built() and _native.driver_present() and _native.cuda_module is not None
-                and bool(_native.cuda_module.device_count() > 0))
-    except Exception:
-        return False
-
-
-def _cuda_unavailable_reason() -> str:
-    if _native.cuda_built() and not _native.driver_present():
-        return "no NVIDIA driver (libcuda.so.1 not found)"
-    if _native.cuda_module is None:
-        return _native.cuda_missing_reason
-    try:
-        return _native.cuda_module.unavailable_reason() or "no CUDA device"
-    except Exception as e:  # pragma: no cover - defensive: cuda_available() must not raise
-        return str(e)
-
-
-_auto_warned = False
-
-
-def _resolve_device(device: str) -> str:
-    global _auto_warned
-    if device not in ("auto", "cpu", "cuda"):
-        raise InputError(f"unknown device {device!r} (expected 'auto', 'cpu' or 'cuda')")
-    if device == "cuda" and not cuda_available():
-        raise CudaError(f"device='cuda' requested but CUDA is not usable: {_cuda_unavailable_reason()}")
-    if device == "auto":
-        if cuda_available():
-            return "cuda"
-        if not _auto_warned and cuda_built():
-            warnings.warn(f"lenet: using the CPU ({_cuda_unavailable_reason()})", RuntimeWarning, stacklevel=3)
-        _auto_warned = True
-        return "cpu"
-    return device
-
-
-def default_threads() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+__all__ = ["DEFAULT_MODEL", "Engine", "Model", "Number", "Result", "cuda_available", "cuda_built",
+           "default_threads", "infer", "infer_iter", "load", "read_number"]
 
 
 class Engine:
@@ -335,10 +56,10 @@ class Engine:
         if input_scale is not None and not (isinstance(input_scale, (int, float)) and np.isfinite(input_scale)):
             raise InputError(f"input_scale must be a finite number, got {input_scale!r}")
         self.input_scale = float(input_scale) if input_scale is not None else self.model.input_scale
-        self.device = _resolve_device(device)
+        self.device = resolve_device(device)
         if not isinstance(cpu_kernels, str):
             raise InputError(f"cpu_kernels must be a string, got {cpu_kernels!r}")
-        self._executor = _core.Executor(self.model._network, self.device, threads, allow_tf32, cuda_graphs,
+        self._executor = _core.Executor(self.model.network, self.device, threads, allow_tf32, cuda_graphs,
                                         cpu_kernels)
         # What a copy of this Engine in another process is made with (see __reduce__): the
         # device and thread count as asked ("auto" is decided again where it lands).
@@ -348,8 +69,13 @@ class Engine:
                          "graphs": bool(cuda_graphs) and self.device == "cuda", "cpu_kernels": cpu_kernels}
         self._rank = len(self.model.input_shape)
         # Asked per call on the serving path: the core answers through pybind11 each time.
-        self._nchw_images = self._rank == 4 and self.model.channels_first
         self._input_rest = tuple(self.model.input_shape[1:])
+        shape = self.model.image_shape
+        # Rows (n, h, w, c) go to the network as they are in memory unless the model holds
+        # several channels first.
+        self._transpose_rows = shape is not None and shape[2] > 1 and self.model.channels_first
+        self._scale32 = np.float32(self.input_scale)
+        self._image_shape: Optional[tuple] = None   # image_shape, once checked
         self._threads = self._executor.threads
         _open_engines.add(self)
 
@@ -382,10 +108,11 @@ class Engine:
         """Prints the layers, output shapes and parameter counts, the device, and what the
         engine decided for it (see describe()), as Keras' ``model.summary()`` prints:
         with ``print`` unless ``print_fn`` is given (it receives the whole text)."""
-        (print_fn or print)(self._summary_text())
+        (print_fn or print)(self.summary_text())
 
-    def _summary_text(self) -> str:
-        lines = [self.model._summary_text(), f"device: {self._executor.description}"]
+    def summary_text(self) -> str:
+        """The text ``summary`` prints."""
+        lines = [self.model.summary_text(), f"device: {self._executor.description}"]
         d = self.describe()
         for plan in d["plans"]:
             if plan["execution"]:
@@ -412,7 +139,7 @@ class Engine:
         if not plans:
             self._executor.run(np.zeros((1,) + tuple(self.model.input_shape[1:]), np.float32))
             plans = self._executor.describe()
-        rows = self.model._network.steps()
+        rows = self.model.network.steps()
         out = {"device": self.device, "description": self._executor.description, "tf32": self._options["tf32"],
                "graphs": self._options["graphs"], "plans": [], "steps": []}
         for plan in plans:
@@ -519,16 +246,18 @@ class Engine:
         OpenCV's order (files, bytes and Pillow images are decoded as RGB whatever it
         says). An iterable is read as ``infer_iter`` reads it (ahead, on the engine's
         threads, in bounded memory besides the results)."""
-        items, single = pipeline.items_of(images)
-        if single or isinstance(images, np.ndarray) or (not isinstance(images, (list, tuple))
-                                                        and hasattr(images, "__array__")):
-            # in memory already: one vectorized batch
-            return self._classify(to_batch(images, self._image_shape(), self.input_scale,
-                                           self._images_channels_first(), mode, on_error, self.threads,
-                                           channel_order))
+        if type(images) is np.ndarray or not isinstance(images, (list, tuple)) and (
+                stream.one_input(images) or hasattr(images, "__array__")):
+            # In memory already (one input, or one array of images): one vectorized batch.
+            label = "<array>" if type(images) is np.ndarray else label_of(images, None)
+            got = prepare([images], [label], self.image_shape, mode, self._threads, channel_order)
+            if got.errors:
+                raise got.errors[0][1]
+            out = results(got.rows, self.row_probabilities(got.rows.x))
+            return out[0] if got.single else out
         out = []
-        for part in pipeline.stream(self, items, mode=mode, errors="raise" if on_error is None else "yield",
-                                    channel_order=channel_order):
+        for part in stream.batches(self, images, mode=mode, errors="raise" if on_error is None else "yield",
+                                   channel_order=channel_order):
             for r in part:
                 if isinstance(r, InputError):
                     on_error(r)
@@ -553,12 +282,8 @@ class Engine:
         many inputs per call of the engine (default 1024; fewer for large photos, whose
         batches are sized to about 50 ms of decoding). ``channel_order``: as for
         ``infer``. Closing the generator early stops the reading."""
-        return pipeline.iterate(self, inputs, batch_size=batch_size, mode=mode, errors=errors,
-                                channel_order=channel_order)
-
-    def _stream(self, inputs: Any, batch_size: Optional[int] = None, mode: str = "auto") -> Iterator[list]:
-        """``infer_iter``'s answers a batch at a time (lists of Result and InputError)."""
-        return pipeline.stream(self, inputs, batch_size=batch_size, mode=mode)
+        return stream.iterate(self, inputs, batch_size=batch_size, mode=mode, errors=errors,
+                              channel_order=channel_order)
 
     def __reduce__(self):
         """An Engine pickles as its model (the layer records and weights, not a path that
@@ -572,11 +297,20 @@ class Engine:
         array): the digits are found and split (broken strokes merged, touching
         digits split where their shape allows) and classified in one batch. Raises
         InputError when there is no digit."""
-        batch, boxes, source = number_batch(image, self._image_shape(), self.input_scale,
-                                            self._images_channels_first(), self._probabilities, channel_order)
-        return Number(self._classify(batch), boxes, source)
+        rows, boxes, source = prepare_number(image, self.image_shape, self.row_probabilities, channel_order)
+        return Number(results(rows, self.row_probabilities(rows.x)), boxes, source)
 
-    def _image_shape(self) -> tuple[int, int, int]:
+    # --- the seam from images to answers: what infer, infer_iter, the server, the CLI
+    # and Ray share (images.prepare makes the rows, results.answers the answers).
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """(height, width, channels) of the images this engine classifies: what
+        ``images.prepare`` draws inputs at. InputError for a model whose input is not an
+        image (a flat input of a length that is not a square) or whose output is not a
+        vector of class scores: ``predict`` serves those."""
+        if self._image_shape is not None:
+            return self._image_shape
         shape = self.model.image_shape
         if shape is None:
             raise InputError(f"{self.model.source}: the model's input {self.input_shape} is not an image, and its "
@@ -585,28 +319,29 @@ class Engine:
         if self.model.output_shape[1:] and len(self.model.output_shape) != 2:
             raise InputError(f"{self.model.source}: the model's output {self.model.output_shape} is not a vector "
                              "of class scores; predict() gives it")
+        self._image_shape = shape
         return shape
 
-    def _images_channels_first(self) -> bool:
-        return self._nchw_images
+    def row_probabilities(self, rows: np.ndarray) -> np.ndarray:
+        """The probabilities of prepared rows (``images.Prepared.x``: (n, h, w, c) pixels
+        0..255, uint8 or float32), scaled by ``input_scale`` and laid out as the model
+        takes them. uint8 rows travel to the core as bytes and are scaled there (the
+        same float32 values). Rows of several chunks may be concatenated first (the
+        server's batches)."""
+        n = len(rows)
+        if self._transpose_rows:   # a channels_first model of several channels: (n, c, h, w)
+            rows = rows.transpose(0, 3, 1, 2)
+        if rows.dtype == np.uint8:
+            return self._executor.pixel_probabilities(np.ascontiguousarray(rows).reshape((n,) + self._input_rest),
+                                                      self._scale32)
+        x = np.array(rows, dtype=np.float32, order="C")
+        x *= self._scale32
+        return self._executor.probabilities(x.reshape((n,) + self._input_rest))
 
-    def _scaled(self, x: np.ndarray) -> np.ndarray:
-        """Prepared images (n, H, W, C) of pixels 0..255, scaled in place, as the network
-        takes them ((n, C, H, W) for a channels_first model)."""
-        x *= np.float32(self.input_scale)
-        return np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if self._images_channels_first() else x
-
-    def _probabilities(self, x: np.ndarray) -> np.ndarray:
-        """Probabilities for a batch of images as images.prepare gives them (n, H, W, C), or
-        (n, C, H, W) for a channels_first model: reshaped to the model's input."""
-        return self._executor.probabilities(x.reshape((len(x),) + self._input_rest))
-
-    def _classify(self, batch: Batch) -> Union[Result, list[Result]]:
-        probs = self._probabilities(batch.x)
-        probs.flags.writeable = False   # each Result's row is a read-only view
-        results = [Result(int(np.argmax(p)), p, s, m, _input=row, _scale=self.input_scale)
-                   for p, s, m, row in zip(probs, batch.sources, batch.modes, batch.hwc)]
-        return results[0] if batch.single else results
+    def answer(self, prepared: Prepared, inputs: Optional[int] = None) -> list[Union[Result, InputError]]:
+        """The answers of a prepared chunk in input order: each input's Results (one per
+        image it held) or its InputError in its place (see ``results.answers``)."""
+        return answers(prepared, self.row_probabilities(prepared.rows.x), inputs)
 
     def __repr__(self) -> str:
         return f"Engine({self.model.source!r}, device={self.device!r}, threads={self.threads})"
@@ -640,6 +375,8 @@ def _engine(model: "Model", options: dict) -> Engine:
 
 
 _default_engines: dict = {}
+
+
 _default_lock = threading.Lock()
 
 

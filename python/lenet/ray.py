@@ -26,7 +26,9 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from .engine import Engine, Model, Result, load
+from .engine import Engine
+from .model import Model, load
+from .results import Result
 from .errors import InputError
 from .images import Named, is_one_image
 

@@ -157,14 +157,14 @@ def infer_breakdown(weights: Path, paths: list, threads: int, rounds: int = 15) 
             t0 = time.perf_counter()
             e.infer(paths)
             total = time.perf_counter() - t0
-            batch = images.to_batch(paths, e.model.image_shape, e.input_scale, threads=t)
+            got_rows = images.prepare(paths, paths, e.image_shape, threads=t)
             t0 = time.perf_counter()
-            e.predict_proba(batch.hwc)
+            e.row_probabilities(got_rows.x)
             got = samples[t]
             got["total"].append(total)
             got["engine"].append(time.perf_counter() - t0)
-            got["decode"].append(batch.timings["decode"])
-            got["prepare"].append(batch.timings["prepare"])
+            got["decode"].append(got_rows.timings["decode"])
+            got["prepare"].append(got_rows.timings["prepare"])
     for t, got in samples.items():
         med = {k: float(np.median(v)) for k, v in got.items()}
         med["rest"] = max(0.0, med["total"] - med["decode"] - med["prepare"] - med["engine"])
@@ -281,7 +281,7 @@ def _bench_model(s: Session, source: str):
             _fail(r, "failed", f"cannot load {source}: {type(e).__name__}: {e}")
         return list(rows.values()), {"weights": source, "error": f"{type(e).__name__}: {e}"}
     model_ = lenet.load(weights)
-    params, macs = model_._network.params, model_.macs
+    params, macs = model_.network.params, model_.macs
     rate = s.fma["gmacs_per_thread"] * 1e9 * s.threads  # all threads' multiply-adds per second
     about = {"weights": str(weights), "parameters": int(params), "macs": int(macs),
              "floor_s": macs / rate, "floor_images_per_s": rate / macs,

@@ -43,7 +43,7 @@ def start(name: str, weights: str, threads: int, env: dict) -> Callable:
     if failed:
         raise contenders.Unavailable(failed[name])
     for module in c.needs:  # an own-process contender: this is its process
-        contenders._import(module)
+        contenders.load_framework(module)
     return c.build(ctx)
 
 
@@ -110,7 +110,7 @@ def probe_main(arg: str) -> None:
         if failed:
             raise RuntimeError(failed[c.name])
         for module in c.needs:
-            contenders._import(module)
+            contenders.load_framework(module)
         t1 = time.perf_counter()
         out.update(import_s=t1 - t0, rss_import_mib=_max_rss_mib())
         run = c.build(contenders.Ctx(Path(a["weights"]), a["threads"]))

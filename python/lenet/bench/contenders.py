@@ -146,7 +146,7 @@ def setup(names) -> dict[str, str]:
             if reason is None and c.process == "same":  # an own-process contender imports in its process
                 try:
                     for module in c.needs:
-                        _import(module)
+                        load_framework(module)
                 except Exception as e:  # a broken install must not stop the others
                     reason = f"import failed: {type(e).__name__}: {e}"
             if reason:
@@ -171,7 +171,7 @@ def _quiet_stderr():
 _imported: set = set()
 
 
-def _import(module: str) -> None:
+def load_framework(module: str) -> None:
     if module in _imported:
         return
     if module == "tensorflow":
@@ -233,7 +233,7 @@ def keras_model(ctx: Ctx):
     return keras.models.load_model(ctx.weights, compile=False)
 
 
-def _probabilities(ctx: Ctx, run: Callable) -> Callable:
+def probabilities_of(ctx: Ctx, run: Callable) -> Callable:
     """Models that end in logits: softmax in NumPy, so that everyone returns probabilities."""
     from .nets import ends_in_softmax
     return run if ends_in_softmax(ctx.spec) else (lambda x: softmax(run(x)))
@@ -242,19 +242,19 @@ def _probabilities(ctx: Ctx, run: Callable) -> Callable:
 def keras_predict_reference(ctx: Ctx) -> Callable:
     """Keras ``model.predict`` with whatever backend this process has (the keras-jax reference)."""
     model = keras_model(ctx)
-    return _probabilities(ctx, lambda a: model.predict(a, batch_size=256, verbose=0))
+    return probabilities_of(ctx, lambda a: model.predict(a, batch_size=256, verbose=0))
 
 
 @contender("keras-predict", ("tensorflow", "keras"), "Keras 3 model.predict(x, batch_size=len(x)): the seeds' loop")
 def _keras_predict(ctx):
     model = keras_model(ctx)
-    return _probabilities(ctx, lambda x: model.predict(x, batch_size=len(x), verbose=0))
+    return probabilities_of(ctx, lambda x: model.predict(x, batch_size=len(x), verbose=0))
 
 
 @contender("keras-call", ("tensorflow", "keras"), "Keras 3 model(x, training=False), eager")
 def _keras_call(ctx):
     model = keras_model(ctx)
-    return _probabilities(ctx, lambda x: model(x, training=False).numpy())
+    return probabilities_of(ctx, lambda x: model(x, training=False).numpy())
 
 
 # --- TensorFlow low level ---------------------------------------------------------------
@@ -368,7 +368,7 @@ def _tflite(ctx):
         it.set_tensor(i, x)
         it.invoke()
         return it.get_tensor(o)
-    return _probabilities(ctx, run)
+    return probabilities_of(ctx, run)
 
 
 # --- optional: ONNX Runtime, PyTorch ---------------------------------------------------------
@@ -501,4 +501,4 @@ def _keras_jax(ctx):
     trainable = [v.value for v in model.trainable_variables]
     fixed = [v.value for v in model.non_trainable_variables]
     f = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])
-    return _probabilities(ctx, lambda x: np.asarray(f(trainable, fixed, x)))
+    return probabilities_of(ctx, lambda x: np.asarray(f(trainable, fixed, x)))

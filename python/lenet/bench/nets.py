@@ -38,7 +38,7 @@ def ends_in_softmax(spec: ModelSpec) -> bool:
 def walk(spec: ModelSpec) -> Iterator[tuple[object, tuple]]:
     """Each layer record with the shape of its input as the core infers it: (H, W, C),
     or (features,) after Flatten."""
-    net = lenet.Model(spec)._network
+    net = lenet.Model(spec).network
     if net.channels_first:
         raise ValueError("the rebuilt networks take channels_last models only")
     shapes = [tuple(row[2]) for row in net.layers()]

@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from . import contenders
-from .contenders import Ctx, _probabilities, keras_model
+from .contenders import Ctx, probabilities_of, keras_model
 
 # The oracle every contender's probabilities are checked against: Keras' model.predict on
 # the TensorFlow backend; where TensorFlow is missing (the GPU machine), Keras on the JAX
@@ -42,7 +42,7 @@ def reference(ctx: Ctx, x: np.ndarray, name: str = "keras-predict", tmp: Optiona
     """The reference's probabilities on the whole array (``name`` from ``REFERENCES``)."""
     if name == "keras-predict":
         model = keras_model(ctx)
-        return _probabilities(ctx, lambda a: model.predict(a, batch_size=256, verbose=0))(x)
+        return probabilities_of(ctx, lambda a: model.predict(a, batch_size=256, verbose=0))(x)
     if name == "keras-jax":
         from .child import Remote
         with Remote("keras-jax-reference", ctx, x, [], tmp, KERAS_JAX_REFERENCE_ENV) as worker:

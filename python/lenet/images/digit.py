@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 
 from ..errors import InputError
-from .page import BOX, FRAME, Page, _union, stroke_width
+from .page import BOX, FRAME, Page, union_box, stroke_width
 
 # ------------------------------------------------------------------ one digit
 
@@ -26,7 +26,7 @@ def find_digit(page: Page) -> list[int]:
     candidates = set(ids[area >= 0.02 * page.area[main]].tolist()) - {main}
     digit = [main]
     while candidates:
-        x, y, w, h = _union(page.boxes[digit])
+        x, y, w, h = union_box(page.boxes[digit])
         m = 0.2 * max(w, h)
         near = {i for i in candidates if page.boxes[i, 0] < x + w + m and page.boxes[i, 0] + page.boxes[i, 2] > x - m
                 and page.boxes[i, 1] < y + h + m and page.boxes[i, 1] + page.boxes[i, 3] > y - m}

@@ -540,7 +540,7 @@ class Page:
         return darkening(ground, p)
 
 
-def _union(boxes: np.ndarray) -> np.ndarray:
+def union_box(boxes: np.ndarray) -> np.ndarray:
     """The box (x, y, w, h) around boxes (k, 4)."""
     x0, y0 = boxes[:, 0].min(), boxes[:, 1].min()
     return np.array([x0, y0, (boxes[:, 0] + boxes[:, 2]).max() - x0, (boxes[:, 1] + boxes[:, 3]).max() - y0])

@@ -28,8 +28,10 @@ Each image then takes one of two paths (``mode``):
   outermost pixels, gray, is below 128), "photo" otherwise — whatever the image came
   from: a file, bytes or an array.
 
-Finally pixels (0..255) are multiplied by the model's input scale (1/255 for the
-shipped models).
+The rows keep pixels 0..255: uint8 where every image is as it was given (a uint8
+array, a decoded 8-bit file, nothing resized), float32 otherwise; the engine multiplies
+them by the model's input scale (1/255 for the shipped models), in the core for uint8
+rows (``Engine.row_probabilities``).
 
 Limits (SECURITY.md): an encoded image is decoded only when its format is one whose
 size can be read from its header before decoding (PNG, JPEG, BMP, GIF, WebP, TIFF,
@@ -45,16 +47,16 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from .. import _pools
 from .._native import _core
 from ..errors import InputError
 from . import digit, number
-from .decode import MAX_FILE_BYTES, cv2_message, decode, read_bytes, read_error, read_file
+from .decode import MAX_FILE_BYTES, decode, read_bytes, read_error, read_file, cv2_message
 from .limits import check_pixels, max_image_pixels
 from .pixels import (as_array, bgr_to_rgb, check_channel_order, cv2, dark_ground, fit, is_one_image, is_pil_image,
                      need_cv2, to_pixels)
@@ -63,16 +65,115 @@ from .sniff import image_size
 MODES = ("auto", "mnist", "photo")
 
 
+class Named(NamedTuple):
+    """An input with the name it goes by in results and errors (the CLI's "<stdin>")."""
+    data: Any
+    label: str
+
+
+def label_of(item: Any, index: Optional[int]) -> str:
+    """An input's name in results and errors: its path, else "<input i>" in a sequence, else
+    "<bytes>" or "<array>"."""
+    if isinstance(item, Named):
+        return item.label
+    if isinstance(item, InputError) and item.source:   # an input that failed before it got here
+        return item.source
+    if isinstance(item, (str, os.PathLike)):
+        return os.fspath(item)
+    if index is not None:
+        return f"<input {index}>"
+    return "<bytes>" if isinstance(item, (bytes, bytearray, memoryview)) else "<array>"
+
+
+_ZERO = np.zeros(1, np.intp)
+_ZERO.flags.writeable = False
+
+
+class Rows:
+    """Prepared images and where each came from, as columns that stay aligned: every
+    operation (take, concat, ordering) applies to all of them at once, so a row can
+    never be paired with another row's label.
+
+    ``x``: (n, h, w, c) pixels 0..255, uint8 when every row is an image as it was given,
+    else float32; ``item``: the index of the input each row came from; ``sub``: its
+    place among that input's images (a batch array gives several); ``source``: its
+    label ("path", "<array>[3]"); ``mode``: the path it took, "mnist" or "photo"."""
+
+    __slots__ = ("x", "item", "sub", "source", "mode")
+
+    def __init__(self, x: np.ndarray, item, sub, source: list, mode: list):
+        self.x, self.source, self.mode = x, source, mode
+        self.item = np.asarray(item, np.intp)
+        self.sub = np.asarray(sub, np.intp)
+        assert len(self.x) == len(self.item) == len(self.sub) == len(source) == len(mode)
+
+    @staticmethod
+    def one(x: np.ndarray, source: str, mode: str) -> "Rows":
+        """One row (x: (1, h, w, c)) of input 0."""
+        rows = Rows.__new__(Rows)
+        rows.x, rows.item, rows.sub, rows.source, rows.mode = x, _ZERO, _ZERO, [source], [mode]
+        return rows
+
+    @staticmethod
+    def empty(hwc: Sequence[int]) -> "Rows":
+        return Rows(np.zeros((0, *hwc), np.uint8), [], [], [], [])
+
+    def __len__(self) -> int:
+        return len(self.item)
+
+    def take(self, index) -> "Rows":
+        index = np.asarray(index, np.intp)
+        picks = index.tolist()
+        return Rows(self.x[index], self.item[index], self.sub[index], [self.source[i] for i in picks],
+                    [self.mode[i] for i in picks])
+
+    @staticmethod
+    def concat(parts: list, hwc: Sequence[int]) -> "Rows":
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return Rows.empty(hwc)
+        if len(parts) == 1:
+            return parts[0]
+        dtype = np.uint8 if all(p.x.dtype == np.uint8 for p in parts) else np.float32
+        return Rows(np.concatenate([p.x.astype(dtype, copy=False) for p in parts]),
+                    np.concatenate([p.item for p in parts]), np.concatenate([p.sub for p in parts]),
+                    [s for p in parts for s in p.source], [m for p in parts for m in p.mode])
+
+    def in_item_order(self) -> "Rows":
+        """Ordered by input, then by place within the input."""
+        order = np.lexsort((self.sub, self.item))
+        if (order == np.arange(len(order))).all():
+            return self
+        return self.take(order)
+
+
 @dataclass
-class Batch:
-    x: np.ndarray          # float32 (N, H, W, C) or (N, C, H, W), scaled for the model
-    sources: list[str]     # one label per image: the path, "<bytes>", "<array>[i]"
-    single: bool           # the input was one image (not a batch or a list)
-    modes: list[str]       # the path each image took: "mnist" or "photo"
-    hwc: np.ndarray        # x as (N, H, W, C) (x itself for a channels_last model)
-    # Seconds spent by to_batch in each stage: "decode" (reading and decoding files and
-    # bytes, checking arrays), "prepare" (resizing, the photo path, assembling the batch).
+class Prepared:
+    """Inputs turned into the model's rows (``rows``, in input order), the inputs that
+    failed (``errors``: (input index, InputError), in input order), whether the input was
+    one image (``single``: a path, bytes or one image array, not a batch), and the
+    seconds spent decoding and preparing (``timings``)."""
+    rows: Rows
+    errors: list
+    single: bool
     timings: dict = field(default_factory=dict)
+
+    # The columns, as the tests and the server read them.
+    @property
+    def x(self) -> np.ndarray:
+        return self.rows.x
+
+    @property
+    def sources(self) -> list:
+        return self.rows.source
+
+    @property
+    def modes(self) -> list:
+        return self.rows.mode
+
+    @property
+    def owner(self) -> list:
+        return self.rows.item.tolist()
 
 
 def images_of(item: Any, label: str, reduce: bool = False,
@@ -114,7 +215,7 @@ def images_of(item: Any, label: str, reduce: bool = False,
                      "(give a path, bytes of an encoded image, a NumPy array, a Pillow image or a list of these)")
 
 
-def _prepare(img: np.ndarray, h: int, w: int, c: int, mode: str, source: str) -> tuple[np.ndarray, str]:
+def _prepare_one(img: np.ndarray, h: int, w: int, c: int, mode: str, source: str) -> tuple[np.ndarray, str]:
     """One image to float32 (h, w, c) pixels 0..255, and the path it took."""
     need_cv2()
     if mode == "auto":
@@ -137,51 +238,53 @@ def _opencv_errors(source: str, img: np.ndarray, what: str):
                          f"(OpenCV: {cv2_message(e)})") from None
 
 
-def _assemble(blocks: list, sources: list[str], modes: list[str], single: bool, hwc: Sequence[int],
-              scale: float, channels_first: bool) -> Batch:
-    """The batch from blocks of rows, each float32 (n, h, w, c) pixels 0..255 of our own."""
-    x = blocks[0] if len(blocks) == 1 else np.concatenate(blocks) if blocks else np.zeros((0, *hwc), np.float32)
-    x *= np.float32(scale)
-    nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if channels_first else x
-    return Batch(nchw, sources, single, modes, x)
-
-
-@dataclass
-class Prepared:
-    """Items turned into the model's images (pixels 0..255, not yet scaled)."""
-    x: np.ndarray          # float32 (N, h, w, c): one row per image of the items that worked
-    sources: list[str]     # per row: its label
-    modes: list[str]       # per row: "mnist" or "photo"
-    owner: list[int]       # per row: the index of the item it came from
-    errors: list           # (item index, InputError) per item that failed, in item order
-    single: bool           # the last item was one image (not a batch array)
-    timings: dict = field(default_factory=dict)
-
-
-class Named(NamedTuple):
-    """An input with the name it goes by in results and errors (the CLI's "<stdin>")."""
-    data: Any
-    label: str
-
-
-def label_of(item: Any, index: Optional[int]) -> str:
-    """An input's name in results and errors: its path, else "<input i>" in a sequence, else
-    "<bytes>" or "<array>"."""
-    if isinstance(item, Named):
-        return item.label
-    if isinstance(item, InputError) and item.source:   # an input that failed before it got here
-        return item.source
-    if isinstance(item, (str, os.PathLike)):
-        return os.fspath(item)
-    if index is not None:
-        return f"<input {index}>"
-    return "<bytes>" if isinstance(item, (bytes, bytearray, memoryview)) else "<array>"
+def _pixel_stack(items: list, labels: Sequence[str], h: int, w: int, c: int, mode: str) -> Optional[Prepared]:
+    """The fast lane: inputs that are uint8 arrays of the model's size (one image, a batch
+    of them, or a list of images) for a one-channel model, all with MNIST's dark ground
+    (or mode "mnist"), are the rows as they are: no per-image work. None when the inputs
+    are anything else; the general path then handles them."""
+    if c != 1 or mode == "photo" or h < 2 or w < 2 or not items:
+        return None
+    one = len(items) == 1
+    if one:   # the most common call of all, infer(one array), in as few steps as can be
+        a = items[0]
+        if type(a) is np.ndarray and a.dtype == np.uint8 and (a.shape == (h, w) or a.shape == (h, w, 1)):
+            if h * w > max_image_pixels():
+                check_pixels(h, w, labels[0], f"an array of shape {a.shape}: an image")
+            x = a.reshape(1, h, w, 1)
+            if not x.flags.c_contiguous:
+                x = np.ascontiguousarray(x)
+            if mode == "mnist" or _core.dark_ground(x)[0]:
+                return Prepared(Rows.one(x, labels[0], "mnist"), [], True)
+            return None
+    arrays = []
+    for item in items:
+        if type(item) is not np.ndarray or item.dtype != np.uint8:
+            return None
+        if item.shape in ((h, w), (h, w, 1)):
+            arrays.append(item.reshape(1, h, w, 1))
+        elif one and item.ndim in (3, 4) and not is_one_image(item) and item.shape[1:3] == (h, w) and \
+                item.shape[3:] in ((), (1,)) and len(item):
+            arrays.append(item.reshape(len(item), h, w, 1))
+        else:
+            return None
+    check_pixels(h, w, labels[0], f"an array of shape {items[0].shape}: an image")
+    x = np.ascontiguousarray(arrays[0] if one else np.concatenate(arrays))
+    if mode == "auto" and not _core.dark_ground(x).all():
+        return None
+    n = len(x)
+    if one and n == 1 and is_one_image(items[0]):
+        return Prepared(Rows(x, [0], [0], [labels[0]], ["mnist"]), [], True)
+    if one:
+        return Prepared(Rows(x, [0] * n, range(n), [f"{labels[0]}[{i}]" for i in range(n)], ["mnist"] * n), [],
+                        False)
+    return Prepared(Rows(x, range(n), [0] * n, list(labels), ["mnist"] * n), [], True)
 
 
 def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mode: str = "auto",
             threads: int = 1, channel_order: str = "rgb") -> Prepared:
     """Reads, decodes and prepares each item (a path, bytes, or an array of one image or a
-    batch) into the model's images. An item that cannot be read or prepared (a blank page in
+    batch) into the model's rows. An item that cannot be read or prepared (a blank page in
     photo mode included) is left out, its InputError (with ``source`` set to its label) in
     ``errors``: the caller decides what a failure means. ``threads``: the items are decoded,
     and images that need more than a resize are prepared, on this many threads (OpenCV runs
@@ -190,6 +293,26 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
         raise InputError(f"unknown mode {mode!r} (expected 'auto', 'mnist' or 'photo')")
     check_channel_order(channel_order)
     h, w, c = input_hwc
+    started = time.perf_counter()
+    items = list(items)
+    fast = _pixel_stack(items, labels, h, w, c, mode)
+    if fast is not None:
+        fast.timings = {"decode": 0.0, "prepare": time.perf_counter() - started}
+        return fast
+
+    # 1. Decode. The files are read first, all in one call of the core, and the core
+    # decodes the files and bytes that are plain 8-bit grayscale PNGs of the model's size
+    # (the common case: a folder of scans, a server's request bodies), with no Python per
+    # image: those are `native`, a uint8 stack. Every other item becomes its images here.
+    # Threads only for large encoded images: decoding a small PNG (~15 µs) is as much
+    # Python as OpenCV, and two threads contending for the GIL were slower than one.
+    native = _read_native(items, labels, h, w, c)
+    errors: list = []   # (item index, InputError), sorted into item order at the end
+    if len(native) == len(items) and mode != "photo" and (mode == "mnist" or dark_ground(native.x).all()):
+        # Every item decoded by the core, all MNIST-like: the core's stack is the batch.
+        native.mode = ["mnist"] * len(native)
+        decoded = time.perf_counter()
+        return Prepared(native, errors, True, {"decode": decoded - started, "prepare": time.perf_counter() - decoded})
 
     def read(i: int):
         if isinstance(items[i], InputError):   # a file that could not be read, or failed before
@@ -201,129 +324,94 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
             e.source = labels[i]
             return e
 
-    # 1. Decode: every item to its images (a batch array gives several). The files are
-    # read first, all in one call of the core, and the core decodes the files and bytes
-    # that are plain 8-bit grayscale PNGs of the model's size (the common case: a folder
-    # of scans, a server's request bodies), with no Python per image.
-    # Threads only for large encoded images: decoding a small PNG (~15 µs) is as much
-    # Python as OpenCV, and two threads contending for the GIL were slower than one.
-    started = time.perf_counter()
-    items = list(items)
-    native_owner, native = _read_native(items, labels, h, w, c)
-    if (native_owner and len(native_owner) == len(items) and mode != "photo"
-            and (mode == "mnist" or dark_ground(native).all())):
-        # Every item decoded by the core, all MNIST-like: the core's stack is the batch.
-        decoded = time.perf_counter()
-        return Prepared(native.reshape(len(items), h, w, 1).astype(np.float32), list(labels),
-                        ["mnist"] * len(items), native_owner, [], True,
-                        {"decode": decoded - started, "prepare": time.perf_counter() - decoded})
     todo = [i for i, item in enumerate(items) if item is not _DECODED]
-    parts, sources, owner, single = [], [], [], False
-    errors = []  # (item index, InputError), sorted into item order at the end
     decoders = threads if threads > 1 and _large_files([items[i] for i in todo]) else 1
-    for i, got in zip(todo, _map(read, todo, decoders)):
+    # The decoded images not yet rows: parallel lists are confined to this function.
+    images, where, sources = [], [], []   # pixels, (item, sub), label
+    single = False
+    for i, got in zip(todo, _pools.map_chunks(read, todo, decoders)):
         if isinstance(got, InputError):
             errors.append((i, got))
             continue
         imgs, srcs, single = got
-        parts += imgs
+        images += imgs
+        where += [(i, k) for k in range(len(imgs))]
         sources += srcs
-        owner += [i] * len(imgs)
-    if native_owner and (not owner or native_owner[-1] > owner[-1]):
+    if len(native) and (not where or native.item[-1] > where[-1][0]):
         single = True   # the last item that gave images was a file
+    decoded = time.perf_counter()
 
     # 2. Images already of the model's size with a dark background (MNIST-like) need no
-    # more than a conversion: one vectorized check, and one array, for all of them. The
+    # more than their rows: one vectorized check, and one array, for all of them. The
     # core's decoded files are such a stack already; those that are not MNIST-like join
     # the other images.
-    decoded = time.perf_counter()
-    moved: list = []
-    if len(native_owner):
-        direct = (np.ones(len(native_owner), bool) if mode == "mnist" else np.zeros(len(native_owner), bool)
-                  if mode == "photo" else dark_ground(native))
-        moved = np.flatnonzero(~direct).tolist()
-        for k in moved:
-            parts.append(native[k])
-            sources.append(labels[native_owner[k]])
-            owner.append(native_owner[k])
-        native_owner = np.asarray(native_owner, np.intp)[direct].tolist()
-        native = native[direct].reshape(len(native_owner), h, w, 1)
-    modes: list = [None] * len(parts)
-    sized = [i for i, p in enumerate(parts)
+    parts: list = []
+    if len(native):
+        direct = (np.ones(len(native), bool) if mode == "mnist" else np.zeros(len(native), bool)
+                  if mode == "photo" else dark_ground(native.x))
+        kept = native.take(np.flatnonzero(direct))
+        kept.mode = ["mnist"] * len(kept)
+        parts.append(kept)
+        for k in np.flatnonzero(~direct).tolist():
+            images.append(native.x[k, :, :, 0])
+            where.append((int(native.item[k]), 0))
+            sources.append(native.source[k])
+    is_direct = np.zeros(len(images), bool)
+    sized = [i for i, p in enumerate(images)
              if p.shape[:2] == (h, w) and (p.shape[2:] == (c,) or p.ndim == 2 and c == 1)]
-    is_direct = np.zeros(len(parts), bool)
-    stack = None
     if sized and mode != "photo":
-        same = [parts[i] for i in sized]
+        same = [images[i] for i in sized]
         if any(q.ndim != same[0].ndim or q.dtype != same[0].dtype for q in same):
             same = [np.asarray(q, np.float32).reshape(h, w, c) for q in same]
         stack = np.stack(same).reshape(len(sized), h, w, c)
         direct = np.ones(len(sized), bool) if mode == "mnist" else dark_ground(stack)
-        stack = stack.astype(np.float32)
-        is_direct[np.asarray(sized, np.intp)[direct]] = True
-        for i in np.flatnonzero(is_direct).tolist():
-            modes[i] = "mnist"
+        picked = np.asarray(sized, np.intp)[direct]
+        is_direct[picked] = True
+        if stack.dtype != np.uint8:
+            stack = stack.astype(np.float32)
+        picks = picked.tolist()
+        parts.append(Rows(stack[direct], [where[i][0] for i in picks], [where[i][1] for i in picks],
+                          [sources[i] for i in picks], ["mnist"] * len(picks)))
 
     # 3. The rest, one image at a time: resized, or found and normalized as a photo.
     def prepare_one(i: int):
         try:
-            return _prepare(parts[i], h, w, c, mode, sources[i])
+            return _prepare_one(images[i], h, w, c, mode, sources[i])
         except InputError as e:
-            e.source = labels[owner[i]]
+            e.source = labels[where[i][0]]
             return e
 
-    rows: dict = {}
     rest = np.flatnonzero(~is_direct).tolist()
-    for i, got in zip(rest, _map(prepare_one, rest, threads)):
-        parts[i] = None  # the decoded image is no longer needed
+    done_x, done = [], []
+    for i, got in zip(rest, _pools.map_chunks(prepare_one, rest, threads)):
+        images[i] = None  # the decoded image is no longer needed
         if isinstance(got, InputError):
-            errors.append((owner[i], got))
+            errors.append((where[i][0], got))
             continue
-        rows[i], modes[i] = got
+        done_x.append(got[0])
+        done.append((i, got[1]))
+    if done:
+        parts.append(Rows(np.stack(done_x), [where[i][0] for i, _ in done], [where[i][1] for i, _ in done],
+                          [sources[i] for i, _ in done], [m for _, m in done]))
 
-    # 4. One float32 array of the kept images, in item order: the stack itself when every
-    # image took the direct path (the common case: no copy).
-    failed = {i for i, _ in errors}
-    keep = [i for i in range(len(parts)) if (is_direct[i] or i in rows) and owner[i] not in failed]
-    if stack is not None and len(keep) == len(sized) == len(parts) and not rows:
-        x = stack
-    else:
-        x = np.empty((len(keep), h, w, c), np.float32)
-        if stack is not None and len(keep):
-            keep_arr = np.asarray(keep, np.intp)
-            from_stack = is_direct[keep_arr]
-            stack_row = np.full(len(parts), -1, np.intp)
-            stack_row[np.asarray(sized, np.intp)] = np.arange(len(sized))
-            x[from_stack] = stack[stack_row[keep_arr[from_stack]]]
-        for pos, i in enumerate(keep):
-            if i in rows:
-                x[pos] = rows[i]
-    sources = [sources[i] for i in keep]
-    modes = [modes[i] for i in keep]
-    owner = [owner[i] for i in keep]
-    if native_owner:   # the core's decoded files, MNIST-like: a stack of their own
-        x = np.concatenate([native.astype(np.float32), x]) if len(keep) else native.astype(np.float32)
-        sources = [labels[i] for i in native_owner] + sources
-        modes = ["mnist"] * len(native_owner) + modes
-        owner = native_owner + owner
-    if moved or native_owner and keep:   # into item order (an item's rows stay together, in order)
-        order = np.argsort(np.asarray(owner, np.intp), kind="stable")
-        x = x[order]
-        order = order.tolist()
-        sources, modes, owner = [sources[k] for k in order], [modes[k] for k in order], [owner[k] for k in order]
-    return Prepared(x, sources, modes, owner, sorted(errors, key=lambda pair: pair[0]), single,
+    # 4. The rows in input order, those of an input that failed left out.
+    rows = Rows.concat(parts, (h, w, c)).in_item_order()
+    if errors:
+        failed = np.asarray(sorted({i for i, _ in errors}), np.intp)
+        rows = rows.take(np.flatnonzero(~np.isin(rows.item, failed)))
+    return Prepared(rows, sorted(errors, key=lambda pair: pair[0]), single,
                     {"decode": decoded - started, "prepare": time.perf_counter() - decoded})
 
 
 _DECODED = object()   # in prepare's items: a file or bytes the core has decoded
 
 
-def _read_native(items: list, labels: Sequence[str], h: int, w: int, c: int) -> tuple[list, np.ndarray]:
+def _read_native(items: list, labels: Sequence[str], h: int, w: int, c: int) -> Rows:
     """The core's lane, in place in items. The files among them (paths), when there are
     several, are read in one call of the core: each becomes Named(its bytes) or its
     InputError. For a one-channel model, each file or bytes that is a plain 8-bit grayscale
-    PNG of h x w is decoded by the core and becomes _DECODED. Returns the decoded items'
-    indices, ascending, and their pixels, uint8 (k, h, w) in the same order."""
+    PNG of h x w is decoded by the core and becomes _DECODED. Returns their rows, uint8
+    (k, h, w, 1), in item order (their mode not yet decided: None)."""
     gray = c == 1 and bool(_core.png_decoder) and h * w <= max_image_pixels()
     owner: list = []
     pixels = np.zeros((0, h, w), np.uint8)
@@ -338,48 +426,21 @@ def _read_native(items: list, labels: Sequence[str], h: int, w: int, c: int) -> 
         for i, data in zip(files, got):
             items[i] = (_DECODED if data is None else read_error(labels[i], data) if isinstance(data, int)
                         else Named(data, labels[i]))
-    if not gray:
-        return owner, pixels
-    # Bytes (a server's request bodies, infer(png_bytes)); the files just read were offered already.
-    read = set(files) if len(files) >= 2 else ()
-    blobs = [i for i, item in enumerate(items) if i not in read and
-             type(item.data if type(item) is Named else item) is bytes]
-    if not blobs:
-        return owner, pixels
-    more, rows = _core.decode_gray_pngs([items[i].data if type(items[i]) is Named else items[i] for i in blobs],
-                                        h, w)
-    if not len(more):
-        return owner, pixels
-    decoded = [i for i, row in zip(blobs, rows.tolist()) if row >= 0]
-    for i in decoded:
-        items[i] = _DECODED
-    if not owner:
-        return decoded, more
-    order = np.argsort(owner + decoded, kind="stable")   # item order: files and bytes interleave
-    return np.asarray(owner + decoded, np.intp)[order].tolist(), np.concatenate([pixels, more])[order]
-
-
-def to_batch(images: Any, input_hwc: Sequence[int], scale: float, channels_first: bool = False,
-             mode: str = "auto", on_error: Optional[Callable[[InputError], Any]] = None,
-             threads: int = 1, channel_order: str = "rgb") -> Batch:
-    """Turns any accepted input into the model's float32 input batch.
-
-    ``mode``: "auto", "mnist" or "photo" (see the module docstring). ``on_error``: for
-    a list, a callable given the InputError of each item that cannot be read or
-    prepared (a blank page in photo mode included); that item is left out. By default,
-    and for an input that is not a list, the error is raised (the first one in input
-    order). ``threads``, ``channel_order``: see ``prepare``."""
-    listed = isinstance(images, (list, tuple))
-    items = list(images) if listed else [images]
-    got = prepare(items, [label_of(item, i if listed else None) for i, item in enumerate(items)], input_hwc, mode,
-                  threads, channel_order)
-    for _, e in got.errors:
-        if on_error is None or not listed:
-            raise e
-        on_error(e)
-    batch = _assemble([got.x], got.sources, got.modes, got.single and not listed, input_hwc, scale, channels_first)
-    batch.timings = got.timings
-    return batch
+    if gray:
+        # Bytes (a server's request bodies, infer(png_bytes)); the files just read were offered already.
+        read = set(files) if len(files) >= 2 else ()
+        blobs = [i for i, item in enumerate(items) if i not in read and
+                 type(item.data if type(item) is Named else item) is bytes]
+        if blobs:
+            more, rows = _core.decode_gray_pngs([items[i].data if type(items[i]) is Named else items[i]
+                                                 for i in blobs], h, w)
+            if len(more):
+                decoded = [i for i, row in zip(blobs, rows.tolist()) if row >= 0]
+                for i in decoded:
+                    items[i] = _DECODED
+                owner, pixels = owner + decoded, np.concatenate([pixels, more])
+    n = len(owner)
+    return Rows(pixels.reshape(n, h, w, 1), owner, [0] * n, [labels[i] for i in owner], [None] * n).in_item_order()
 
 
 def _large_files(items: list, average: int = 64 << 10) -> bool:
@@ -398,44 +459,18 @@ def _large_files(items: list, average: int = 64 << 10) -> bool:
     return bool(sizes) and sum(sizes) >= average * len(sizes)
 
 
-# Below this many items, threads cost more than they save.
-_THREADED_ITEMS = 8
-
-
-_pools: dict = {}
-
-
-def _map(fn: Callable, indices, threads: int) -> list:
-    """fn over indices, in order, split into ``threads`` contiguous chunks: the calling
-    thread runs the first, pool threads (kept per count) the others."""
-    indices = list(indices)
-    if threads <= 1 or len(indices) < _THREADED_ITEMS:
-        return [fn(i) for i in indices]
-    pool = _pools.get(threads - 1)
-    if pool is None:
-        pool = _pools[threads - 1] = ThreadPoolExecutor(threads - 1, thread_name_prefix="lenet-preprocess")
-    bounds = [len(indices) * k // threads for k in range(threads + 1)]
-    chunks = [indices[bounds[k]:bounds[k + 1]] for k in range(threads)]
-    others = [pool.submit(lambda part: [fn(i) for i in part], part) for part in chunks[1:]]
-    out = [fn(i) for i in chunks[0]]
-    for f in others:
-        out += f.result()
-    return out
-
-
 def check_batch_size(batch_size: Optional[int]) -> None:
     if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
                                    or batch_size < 1):
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
-def number_batch(image: Any, input_hwc: Sequence[int], scale: float, channels_first: bool,
-                 run: Callable[[np.ndarray], np.ndarray],
-                 channel_order: str = "rgb") -> tuple[Batch, list[tuple[int, int, int, int]], str]:
-    """The digits of a number written left to right in one image (a path, bytes or
-    an array) as the model's batch, each digit's box (x, y, w, h) in the image, and
-    the image's label. ``run`` (the model: a batch's x -> probabilities) chooses
-    between reading a wide blob as one digit or as several touching ones."""
+def prepare_number(image: Any, input_hwc: Sequence[int], probabilities: Callable[[np.ndarray], np.ndarray],
+                   channel_order: str = "rgb") -> tuple[Rows, list[tuple[int, int, int, int]], str]:
+    """The digits of a number written left to right in one image (a path, bytes or an
+    array) as the model's rows, each digit's box (x, y, w, h) in the image, and the
+    image's label. ``probabilities`` (the engine: rows -> probabilities) chooses between
+    reading a wide blob as one digit or as several touching ones."""
     need_cv2()
     label = "<bytes>" if isinstance(image, (bytes, bytearray, memoryview)) else "<array>"
     reduced = 1.0  # a big JPEG is decoded smaller, as for infer; the boxes are scaled back
@@ -450,15 +485,15 @@ def number_batch(image: Any, input_hwc: Sequence[int], scale: float, channels_fi
         parts, sources, single = images_of(image, label, False, channel_order)
     if not single:
         raise InputError(f"{label}: read_number takes one image, not a batch of {len(parts)}")
+    h, w, c = input_hwc
 
-    def batch(frames) -> Batch:
-        h, w, c = input_hwc
-        rows = [fit(f, h, w, c, sources[0])[None] for f in frames]
-        return _assemble(rows, [f"{sources[0]}[{k}]" for k in range(len(rows))], ["photo"] * len(rows), False,
-                         input_hwc, scale, channels_first)
+    def rows(frames) -> Rows:
+        n = len(frames)
+        x = np.stack([fit(f, h, w, c, sources[0]) for f in frames]) if n else np.zeros((0, h, w, c), np.float32)
+        return Rows(x, [0] * n, range(n), [f"{sources[0]}[{k}]" for k in range(n)], ["photo"] * n)
 
     with _opencv_errors(sources[0], parts[0], "number"):
-        frames, boxes = number.find_number(parts[0], lambda frames: run(batch(frames).x), sources[0])
+        frames, boxes = number.find_number(parts[0], lambda frames: probabilities(rows(frames).x), sources[0])
     if reduced != 1:
         boxes = [tuple(round(v * reduced) for v in box) for box in boxes]
-    return batch(frames), boxes, sources[0]
+    return rows(frames), boxes, sources[0]

@@ -33,6 +33,7 @@ import orjson
 from .. import images
 from ..engine import Engine
 from ..errors import ImageTooLargeError, InputError
+from ..results import Result, answers
 from .batcher import Batcher, Overloaded
 
 SWEEP_SECONDS = 0.05   # how often queued requests' deadlines are checked
@@ -68,9 +69,9 @@ class Server:
 
     def __init__(self, engine: Engine, options: Options):
         self.engine, self.options = engine, options
-        self.hwc = engine._image_shape()
+        self.hwc = engine.image_shape
         self.classes = engine.classes
-        self.batcher = Batcher(engine._probabilities, options.max_batch, options.max_delay_us / 1e6,
+        self.batcher = Batcher(engine.row_probabilities, options.max_batch, options.max_delay_us / 1e6,
                                options.max_queue, options.inline_macs // max(engine.model.macs, 1))
         self.responses: dict = {}
         self.latency = [0] * (len(LATENCY_BUCKETS) + 1)
@@ -118,13 +119,10 @@ class Server:
         else:
             from starlette.concurrency import run_in_threadpool
             got = await run_in_threadpool(images.prepare, items, labels, self.hwc, self.options.mode)
-        answers: list = [None] * len(items)
-        for i, e in got.errors:
-            answers[i] = e
+        probs = np.zeros((0, self.classes), np.float32)
         if len(got.x):
-            x = self.engine._scaled(got.x)
             try:
-                future = self.batcher.submit(x)
+                future = self.batcher.submit(got.x)
                 if not future.done():   # queued: wait, at most the timeout
                     self._watch(future)
                     await future
@@ -133,19 +131,9 @@ class Server:
                 raise HTTPFailure(503, f"overloaded: {e}", {"Retry-After": "1"}) from None
             except asyncio.TimeoutError:
                 raise HTTPFailure(504, f"no answer within {self.options.timeout:g} s") from None
-            # NumPy float32 values as they are: the JSON (orjson) writes each as the shortest
-            # decimal that reads back to the same float32.
-            for row, owner in enumerate(got.owner):
-                p = probs[row]
-                digit = int(p.argmax())
-                answer: dict = {"digit": digit, "confidence": p[digit], "mode": got.modes[row], "probabilities": p}
-                if top_k > 1:
-                    order = np.argsort(-p, kind="stable")[:top_k]
-                    answer["top"] = [{"digit": int(d), "probability": p[d]} for d in order]
-                if with_image:
-                    answer["input_png"] = _png_base64(got.x[row], self.engine.input_scale)
-                answers[owner] = answer   # one image per item here (a batch array is refused earlier)
-        return answers
+        # One image per item here (a batch array is refused earlier): an answer per item.
+        return [r if isinstance(r, InputError) else _answer(r, top_k, with_image)
+                for r in answers(got, probs, len(items))]
 
     def metrics(self) -> str:
         s = self.batcher.stats
@@ -235,10 +223,22 @@ def _json_response():
     return JSON
 
 
-def _png_base64(x: np.ndarray, scale: float) -> str:
+def _answer(r: Result, top_k: int, with_image: bool) -> dict:
+    """A Result as the API answers it. NumPy float32 values as they are: the JSON (orjson)
+    writes each as the shortest decimal that reads back to the same float32."""
+    p = r.probabilities
+    answer: dict = {"digit": r.digit, "confidence": p[r.digit], "mode": r.mode, "probabilities": p}
+    if top_k > 1:
+        order = np.argsort(-p, kind="stable")[:top_k]
+        answer["top"] = [{"digit": int(d), "probability": p[d]} for d in order]
+    if with_image:
+        answer["input_png"] = _png_base64(r.image)
+    return answer
+
+
+def _png_base64(img: np.ndarray) -> str:
     import cv2
-    img = np.clip(np.rint(x / scale), 0, 255).astype(np.uint8)
-    ok, buf = cv2.imencode(".png", img[:, :, 0] if img.shape[2] == 1 else cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
+    ok, buf = cv2.imencode(".png", img if img.ndim == 2 else cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
     return base64.b64encode(buf.tobytes()).decode()
 
 

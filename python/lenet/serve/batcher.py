@@ -30,7 +30,7 @@ class Overloaded(Exception):
 
 @dataclass
 class _Request:
-    x: np.ndarray                      # float32 (n, ...) in the network's input form, scaled
+    x: np.ndarray                      # prepared rows (n, h, w, c), pixels 0..255 (Engine.row_probabilities)
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
     queued: float = field(default_factory=time.perf_counter)
@@ -51,7 +51,7 @@ class Stats:
 class Batcher:
     def __init__(self, run, max_batch: int = 256, max_delay: float = 0.0, max_queue: int = 4096,
                  inline_images: int = 0):
-        """``run``: the engine call, float32 batch -> probabilities (thread-safe, releases the GIL)."""
+        """``run``: the engine call, rows -> probabilities (thread-safe, releases the GIL)."""
         if max_batch < 1 or max_queue < 1 or max_delay < 0 or inline_images < 0:
             raise ValueError("max_batch and max_queue must be positive, max_delay and inline_images not negative")
         self.run, self.max_batch, self.max_delay, self.max_queue = run, max_batch, max_delay, max_queue

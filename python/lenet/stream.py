@@ -20,13 +20,12 @@ import os
 import threading
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 
-from . import images
+from . import _pools, images
 from .errors import InputError
 
 DEFAULT_BATCH_SIZE = 1024  # 256 streamed 28x28 PNGs ~15% slower (PERFORMANCE.md)
@@ -34,25 +33,16 @@ FIRST_CHUNK = 4           # inputs in the first chunk, before anything was measu
 CHUNK_SECONDS = 0.05      # reading time aimed at per chunk
 ERRORS = ("yield", "raise")
 
-_pools: dict = {}
-_pools_lock = threading.Lock()
-
-
-def _readers(n: int) -> ThreadPoolExecutor:
-    """A process-wide pool of n reader threads (kept: starting threads per call costs more
-    than a small call)."""
-    with _pools_lock:
-        pool = _pools.get(n)
-        if pool is None:
-            pool = _pools[n] = ThreadPoolExecutor(n, thread_name_prefix="lenet-reader")
-        return pool
+def one_input(inputs: Any) -> bool:
+    """Whether ``inputs`` is one input (a path, bytes, a Pillow image), not an iterable of them."""
+    return isinstance(inputs, (str, os.PathLike, bytes, bytearray, memoryview)) or images.is_pil_image(inputs)
 
 
 def items_of(inputs: Any) -> tuple[Iterator[Any], bool]:
     """The inputs as an iterator of items, and whether the input was one image. One path,
     bytes or one image array is one item; a batch array gives its images; any other
     iterable (a list, a generator, a map over a file's lines) gives its elements."""
-    if isinstance(inputs, (str, os.PathLike, bytes, bytearray, memoryview)) or images.is_pil_image(inputs):
+    if one_input(inputs):
         return iter([inputs]), True
     if not isinstance(inputs, (np.ndarray, list, tuple)) and hasattr(inputs, "__array__"):
         inputs = images.as_array(inputs, "<array>")   # a torch tensor, a JAX array: one array, not an iterable
@@ -67,7 +57,7 @@ def items_of(inputs: Any) -> tuple[Iterator[Any], bool]:
                          "a NumPy array, or an iterable of these)") from None
 
 
-def stream(engine, inputs: Any, *, batch_size: Optional[int] = None, mode: str = "auto",
+def batches(engine, inputs: Any, *, batch_size: Optional[int] = None, mode: str = "auto",
            errors: str = "yield", readahead: Optional[int] = None, channel_order: str = "rgb") -> Iterator[list]:
     """Yields, chunk by chunk in input order, lists of ``Result`` (one per image of an input)
     and ``InputError`` (one per input that failed: read, decode, no digit found), each in the
@@ -79,7 +69,7 @@ def stream(engine, inputs: Any, *, batch_size: Optional[int] = None, mode: str =
         raise InputError(f"errors must be 'yield' or 'raise', got {errors!r}")
     images.check_batch_size(batch_size)
     images.check_channel_order(channel_order)
-    hwc = engine._image_shape()
+    hwc = engine.image_shape
     readers = max(1, engine.threads)
     readahead = readahead or 2 * readers + 1
     limit = batch_size or DEFAULT_BATCH_SIZE
@@ -89,7 +79,7 @@ def stream(engine, inputs: Any, *, batch_size: Optional[int] = None, mode: str =
         take = _Taker(labelled)   # in memory: whole chunks at once
     else:                         # a generator, a pipe: take what has come
         take = _Feeder(labelled, (readahead + 1) * limit)
-    return _stream(engine, take, single, hwc, (mode, channel_order), errors, limit, readers, readahead)
+    return _batches(engine, take, single, hwc, (mode, channel_order), errors, limit, readers, readahead)
 
 
 class _Taker:
@@ -170,9 +160,9 @@ class _Feeder:
             self.cond.notify_all()
 
 
-def _stream(engine, take, single: bool, hwc, mode: tuple, errors: str, limit: int, readers: int,
-            readahead: int) -> Iterator[list]:
-    pool = _readers(readers)
+def _batches(engine, take, single: bool, hwc, mode: tuple, errors: str, limit: int, readers: int,
+             readahead: int) -> Iterator[list]:
+    pool = _pools.pool(readers)
     cancelled = threading.Event()
     pending: deque = deque()
     chunk = min(FIRST_CHUNK, limit)
@@ -197,7 +187,7 @@ def _stream(engine, take, single: bool, hwc, mode: tuple, errors: str, limit: in
             per_input = seconds / len(part)
             measured = True
             chunk = max(1, min(limit, int(CHUNK_SECONDS / per_input) if per_input > 0 else limit))
-            out = _results(engine, part, got)
+            out = engine.answer(got, len(part))
             if errors == "raise":
                 for k, r in enumerate(out):
                     if isinstance(r, InputError):
@@ -212,7 +202,7 @@ def _stream(engine, take, single: bool, hwc, mode: tuple, errors: str, limit: in
 
 
 def _prepare_part(part: list, hwc, mode: tuple, cancelled: threading.Event):
-    """On a reader thread: a chunk of (index, item) prepared with (mode, channel_order); (Prepared, seconds)."""
+    """On a reader thread: a chunk of (index, item) prepared with (mode, channel_order): (Prepared, seconds)."""
     if cancelled.is_set():
         return None, 0.0
     started = time.perf_counter()
@@ -221,38 +211,11 @@ def _prepare_part(part: list, hwc, mode: tuple, cancelled: threading.Event):
     return got, time.perf_counter() - started
 
 
-def _results(engine, part: list, got: "images.Prepared") -> list:
-    """The chunk's answers in input order: its Results (one per image) and InputErrors."""
-    from .engine import Result
-    probs = engine._probabilities(engine._scaled(got.x)) if len(got.x) else np.zeros((0, engine.classes),
-                                                                                       np.float32)
-    probs.flags.writeable = False   # each Result's row is a read-only view
-    hwc = got.x   # scaled in place by engine._scaled: what the network received
-    digits = probs.argmax(1).tolist() if len(probs) else []
-    scale = engine.input_scale
-    if not got.errors and len(got.owner) == len(part):   # one image per input, none failed: row k is input k
-        return [Result(d, p, s, m, _input=x, _scale=scale)
-                for d, p, s, m, x in zip(digits, probs, got.sources, got.modes, hwc)]
-    by_item: dict = {}
-    for row, owner in enumerate(got.owner):
-        by_item.setdefault(owner, []).append(row)
-    failed = dict(got.errors[::-1])   # the first error of each item
-    out: list = []
-    for k in range(len(part)):
-        if k in failed:
-            out.append(failed[k])
-            continue
-        for row in by_item.get(k, ()):
-            out.append(Result(digits[row], probs[row], got.sources[row], got.modes[row], _input=hwc[row],
-                              _scale=scale))
-    return out
-
-
 def iterate(engine, inputs: Any, **options) -> Iterator[Union[Any, InputError]]:
-    """``stream`` flattened: one Result or InputError at a time (the options are checked
+    """``batches`` flattened: one Result or InputError at a time (the options are checked
     now, the inputs read as the results are asked for)."""
-    parts = stream(engine, inputs, **options)
+    parts = batches(engine, inputs, **options)
     return (r for part in parts for r in part)
 
 
-__all__ = ["DEFAULT_BATCH_SIZE", "stream", "iterate", "items_of"]
+__all__ = ["DEFAULT_BATCH_SIZE", "batches", "iterate", "items_of", "one_input"]

@@ -1,0 +1,144 @@
+"""A model file, loaded and checked: its layers on the core's Network, its input and
+output shapes, the images it reads."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+from ._native import _core
+from .keras import SHIPPED_MODELS, read_model, shipped_weights
+from .spec import ModelSpec
+
+DEFAULT_MODEL = "lenet5"
+# Pixel scale assumed for a file that does not record one (lenet_input_scale) and
+# does not start with a Rescaling layer: Keras MNIST models are almost always
+# trained on x / 255.
+DEFAULT_INPUT_SCALE = 1.0 / 255.0
+
+
+class Model:
+    """A loaded, checked model: the file's layers with their shapes and weights.
+
+    Immutable; several Engines (on different devices) may share one.
+    """
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+        self._network = _core.Network(spec.layers, list(spec.input_shape), spec.source)
+        self._image_shape = _image_shape(spec, self._network)
+        self._input_shape = (None,) + tuple(self._network.input_shape)
+        self._output_shape = (None,) + tuple(self._network.output_shape)
+
+    def __reduce__(self):   # its spec: the layer records and their weights (lenet.spec)
+        return Model, (self.spec,)
+
+    @property
+    def source(self) -> str:
+        return self.spec.source
+
+    @property
+    def network(self):
+        """The core's checked and lowered network (``lenet._core.Network``): its layers,
+        steps, parameters; what an Executor runs."""
+        return self._network
+
+    @property
+    def input_shape(self) -> tuple:
+        """The model's input shape as Keras gives it: (None, 28, 28, 1), (None, 784), ..."""
+        return self._input_shape
+
+    @property
+    def output_shape(self) -> tuple:
+        """The model's output shape as Keras gives it: (None, 10), ..."""
+        return self._output_shape
+
+    @property
+    def image_shape(self) -> Optional[tuple[int, int, int]]:
+        """(height, width, channels) of the images ``infer`` feeds the model; None when
+        the input does not say (a flat input whose length is not a square)."""
+        return self._image_shape
+
+    @property
+    def channels_first(self) -> bool:
+        return bool(self._network.channels_first)
+
+    @property
+    def classes(self) -> int:
+        """Values per image in the output."""
+        return int(self._network.output_size)
+
+    @property
+    def macs(self) -> int:
+        """Multiply-adds per image in the convolutions and dense layers."""
+        return self._network.macs
+
+    @property
+    def input_scale(self) -> float:
+        """The factor applied to 0..255 pixels before the network: the file's
+        ``lenet_input_scale``, 1.0 when the model starts with a Rescaling or
+        Normalization layer, else 1/255."""
+        if self.spec.input_scale is not None:
+            return float(self.spec.input_scale)
+        if any(l.kind in ("rescaling", "normalization") and list(l.inputs) == [-1] for l in self.spec.layers):
+            return 1.0
+        return DEFAULT_INPUT_SCALE
+
+    def summary(self, print_fn: Optional[Callable[[str], Any]] = None) -> None:
+        """Prints the layers, their output shapes and parameter counts, as Keras'
+        ``model.summary()`` does: with ``print`` unless ``print_fn`` is given (which
+        receives the whole text, e.g. ``lines.append``)."""
+        (print_fn or print)(self.summary_text())
+
+    def summary_text(self) -> str:
+        """The text ``summary`` prints."""
+        rows = self._network.layers()
+        lines = [f"Model {self.spec.name or '?'} from {self.source}",
+                 f"input {self.input_shape}{', channels_first' if self.channels_first else ''}, "
+                 f"pixels x {self.input_scale:g}"]
+        width = max([len(f"{n} ({c})") for n, c, _, _ in rows] + [10])
+        lines.append(f"{'layer':<{width}}  {'output shape':<20}{'params':>10}")
+        for name, cls, shape, params in rows:
+            lines.append(f"{name + ' (' + cls + ')':<{width}}  {str((None,) + tuple(shape)):<20}{params:>10,}")
+        lines.append(f"total parameters: {self._network.params:,}")
+        kind = self._network.output_kind
+        if kind != "softmax" and len(self.output_shape) == 2:
+            lines.append("outputs: " + ("sigmoids; probabilities are them divided by their sum" if kind == "sigmoid"
+                                        else "scores (logits); probabilities are their softmax"))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"Model({self.spec.name!r}, source={self.source!r}, input={self.input_shape}, classes={self.classes})"
+
+
+def _image_shape(spec: ModelSpec, network: Any) -> Optional[tuple[int, int, int]]:
+    """What image the model's input holds: an image input as it is; (h, w) as one
+    channel; a flat input reshaped into an image by its first layer, or square."""
+    shape = tuple(network.input_shape)
+    if len(shape) == 3:
+        return (shape[1], shape[2], shape[0]) if network.channels_first else shape
+    if len(shape) == 2:
+        return (shape[0], shape[1], 1)
+    first = next((l for l in spec.layers if list(l.inputs) == [-1]), None)
+    if first is not None and first.kind == "reshape" and len(first.target_shape) in (2, 3) and \
+            -1 not in first.target_shape:
+        t = tuple(first.target_shape)
+        return (t[0], t[1], 1) if len(t) == 2 else ((t[1], t[2], t[0]) if network.channels_first else t)
+    side = int(round(shape[0] ** 0.5))
+    return (side, side, 1) if side * side == shape[0] else None
+
+
+def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None) -> Model:
+    """Loads and checks a Keras HDF5 model.
+
+    ``path``: a full-model ``.h5`` (Keras 2 or 3), or a weights-only file together
+    with ``arch`` (a Keras JSON file or string, or a shipped model name). ``None``
+    or a shipped name ("lenet5", "lenet-keras", "lenet-tf") loads shipped weights.
+    Raises ModelFileError or UnsupportedModelError.
+    """
+    if path is None:
+        path = DEFAULT_MODEL
+    if isinstance(path, str) and path in SHIPPED_MODELS and not Path(path).exists():
+        path = shipped_weights(path)
+    return Model(read_model(path, arch=arch))

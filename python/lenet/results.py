@@ -1,0 +1,147 @@
+"""What callers get back: a ``Result`` per image, a ``Number`` per number read, and the
+answers of a prepared chunk in the places of its inputs (``answers``): the one place
+where probabilities become answers, for ``infer``, ``infer_iter``, the server, the CLI
+and Ray alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+import numpy as np
+
+from .errors import InputError
+
+class Result:
+    """One classified image, a value: immutable, equal to another Result of the same digit,
+    probabilities (bit for bit), source and mode; hashable (in sets, as dict keys).
+
+    ``probabilities`` is a distribution over the classes, whatever the model ends
+    in: a softmax's outputs as they are; sigmoid outputs (one per class) divided by
+    their sum; anything else (logits, ReLU outputs) through a softmax. ``predict``
+    gives the model's own outputs."""
+
+    # A plain class with slots, not a frozen dataclass: a stream makes one per image, and
+    # the dataclass's __init__ (object.__setattr__ per field) cost 4 us of the GIL each.
+    __slots__ = ("digit", "probabilities", "source", "mode", "_input", "_scale")
+
+    digit: int                  # the most probable class
+    probabilities: np.ndarray   # float32 (classes,), sums to 1 (read-only)
+    source: str                 # the path, "<bytes>", "<array>[i]", ...
+    mode: str                   # the preprocessing the image took: "mnist" or "photo"
+
+    def __init__(self, digit: int, probabilities: np.ndarray, source: str = "", mode: str = "", *,
+                 _input: Optional[np.ndarray] = None, _scale: float = 1.0):
+        if type(probabilities) is not np.ndarray:
+            probabilities = np.asarray(probabilities)
+        if probabilities.flags.writeable:   # a value's contents do not change: a read-only copy
+            probabilities = probabilities.copy()
+            probabilities.flags.writeable = False
+        set_ = object.__setattr__
+        set_(self, "digit", digit)
+        set_(self, "probabilities", probabilities)
+        set_(self, "source", source)
+        set_(self, "mode", mode)
+        # The pixels the network received, (H, W, C) 0..255 (or scaled by _scale): see `image`.
+        set_(self, "_input", _input)
+        set_(self, "_scale", _scale)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Result is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"Result is immutable: cannot delete {name!r}")
+
+    def __eq__(self, other):
+        if not isinstance(other, Result):
+            return NotImplemented
+        return (self.digit == other.digit and self.source == other.source and self.mode == other.mode
+                and self.probabilities.shape == other.probabilities.shape
+                and self.probabilities.tobytes() == other.probabilities.tobytes())
+
+    def __hash__(self) -> int:
+        return hash((self.digit, self.source, self.mode, self.probabilities.tobytes()))
+
+    def __reduce__(self):
+        return (_result, (self.digit, np.array(self.probabilities), self.source, self.mode, self._input, self._scale))
+
+    @property
+    def confidence(self) -> float:
+        return float(self.probabilities[self.digit])
+
+    @property
+    def image(self) -> Optional[np.ndarray]:
+        """What the network received, as a picture: uint8 (H, W) — (H, W, 3) for a
+        colour model — 0..255, the digit white on black. None for a hand-made Result."""
+        if self._input is None:
+            return None
+        img = self._input if self._input.dtype == np.uint8 else \
+            np.clip(np.rint(self._input / self._scale), 0, 255).astype(np.uint8)
+        return img[:, :, 0] if img.shape[2] == 1 else img
+
+    def top(self, k: int = 3) -> list[tuple[int, float]]:
+        """The k most probable classes as (class, probability), best first."""
+        order = np.argsort(-self.probabilities, kind="stable")[:k]
+        return [(int(i), float(self.probabilities[i])) for i in order]
+
+    def __repr__(self) -> str:
+        return f"Result(digit={self.digit}, confidence={self.confidence:.4f}, source={self.source!r})"
+
+
+def _result(digit, probabilities, source, mode, input_, scale) -> Result:
+    return Result(digit, probabilities, source, mode, _input=input_, _scale=scale)
+
+
+@dataclass(frozen=True)
+class Number:
+    """A number read from one image: its digits left to right."""
+
+    digits: list[Result]                     # one per digit, left to right
+    boxes: list[tuple[int, int, int, int]]   # each digit's x, y, width, height in the image's pixels
+    source: str = ""
+
+    @property
+    def number(self) -> str:
+        return "".join(str(r.digit) for r in self.digits)
+
+    @property
+    def confidence(self) -> float:
+        """The product of the digits' confidences: the probability that the whole
+        number is right, if the digits' errors are independent."""
+        return float(np.prod([r.confidence for r in self.digits]))
+
+    def __repr__(self) -> str:
+        return f"Number({self.number!r}, confidence={self.confidence:.4f}, source={self.source!r})"
+
+
+def results(rows, probabilities: np.ndarray) -> list[Result]:
+    """One Result per row of a prepared table (``images.Rows``), from the probabilities of
+    its rows. Each Result's probabilities are a read-only view of that row."""
+    probabilities.flags.writeable = False
+    digits = probabilities.argmax(1).tolist() if len(probabilities) else []
+    return [Result(d, p, s, m, _input=x) for d, p, s, m, x in zip(digits, probabilities, rows.source, rows.mode,
+                                                                    rows.x)]
+
+
+def answers(prepared, probabilities: np.ndarray, inputs: Optional[int] = None) -> list[Union[Result, InputError]]:
+    """The answers of a prepared chunk (``images.Prepared``) in input order: each input's
+    Results (one per image it held), or its InputError in its place. ``inputs``: how many
+    inputs the chunk had (default: one more than the last that gave a row or an error)."""
+    rows = prepared.rows
+    out = results(rows, probabilities)
+    items = rows.item.tolist()
+    if inputs is None:
+        inputs = 1 + max(items[-1] if items else -1, prepared.errors[-1][0] if prepared.errors else -1)
+    if not prepared.errors and items == list(range(inputs)):   # one image per input: row k is input k
+        return out
+    failed = dict(prepared.errors[::-1])   # the first error of each input
+    by_item: dict = {}
+    for r, item in zip(out, items):
+        by_item.setdefault(item, []).append(r)
+    answers_: list = []
+    for k in range(inputs):
+        if k in failed:
+            answers_.append(failed[k])
+        else:
+            answers_ += by_item.get(k, ())
+    return answers_
