@@ -339,6 +339,17 @@ def test_softmax_activation_rescaling_padding():
     np.testing.assert_allclose(got, (e / e.sum(-1, keepdims=True)).reshape(3, -1), atol=1e-6)
 
 
+@pytest.mark.parametrize("kernels", ["auto", "blas", "nchw"])
+@pytest.mark.parametrize("shape", [(10,), (3, 4, 7)])
+def test_log_softmax(kernels, shape):
+    """ONNX LogSoftmax (PyTorch's log_softmax head): over the channel axis, stable for large logits."""
+    x = (RNG.standard_normal((5,) + shape) * 30).astype(np.float32)
+    got = run([layer("log_softmax")], x, kernels=kernels)
+    v = x.astype(np.float64)
+    want = v - v.max(-1, keepdims=True) - np.log(np.exp(v - v.max(-1, keepdims=True)).sum(-1, keepdims=True))
+    np.testing.assert_allclose(got, want.reshape(5, -1), atol=1e-5)
+
+
 def test_zero_padding_folds_into_conv():
     x = RNG.standard_normal((2, 28, 28, 1)).astype(np.float32)
     w = RNG.standard_normal((5, 5, 1, 3)).astype(np.float32)

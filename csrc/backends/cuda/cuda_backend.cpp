@@ -311,8 +311,9 @@ public:
             case OpKind::activation: launch_activation(x[0], y, count, s.act, stream); break;
             case OpKind::softmax:
                 // Over the channel axis of each pixel: Keras' last axis in NHWC.
-                LENET_CHECK(cudnnSoftmaxForward(ctx_.cudnn.get(), CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL,
-                                                &kOne, p_.x.get(), x[0], &kZero, p_.y.get(), y));
+                LENET_CHECK(cudnnSoftmaxForward(ctx_.cudnn.get(), s.log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
+                                                CUDNN_SOFTMAX_MODE_CHANNEL, &kOne, p_.x.get(), x[0], &kZero,
+                                                p_.y.get(), y));
                 break;
             case OpKind::affine:
                 launch_affine(x[0], y, f(k_.weights), f(k_.bias), count, s.out.c, s.out.h * s.out.w, stream);
