@@ -142,9 +142,11 @@ class GreyRGB(nn.Module):
 def trained_like(model: nn.Module, seed: int) -> nn.Module:
     """Seeded weights; batch-norm statistics from a pass over random digits-like inputs."""
     g = torch.Generator().manual_seed(seed)
-    for p in model.parameters():
+    for name, p in model.named_parameters():
+        scale = 0.1 if p.dim() == 1 else (1.0 / p[0].numel()) ** 0.5      # biases, BN affine; He-like kernels
         with torch.no_grad():
-            p.copy_(torch.randn(p.shape, generator=g) * (1.0 / max(p[0].numel(), 1)) ** 0.5)
+            p.copy_(torch.randn(p.shape, generator=g) * scale + (1.0 if name.endswith(".weight") and p.dim() == 1
+                                                                   else 0.0))
     if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
         model.train()
         with torch.no_grad():

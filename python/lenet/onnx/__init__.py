@@ -29,6 +29,8 @@ def looks_like_onnx(head: bytes, path: PathLike = "") -> bool:
     """Whether a file starting with ``head`` is an ONNX model: a protobuf ModelProto
     opens with its ir_version (field 1, varint: byte 0x08), which neither HDF5 nor a
     zip does; the .onnx extension is taken too (a corrupt file then gets ONNX's error)."""
+    if head[:8] == b"\x89HDF\r\n\x1a\n" or head[:4] == b"PK\x03\x04":
+        return False
     return head[:1] == b"\x08" or str(path).lower().endswith(".onnx")
 
 

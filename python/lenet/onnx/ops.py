@@ -748,4 +748,17 @@ def convert(g: Graph) -> tuple[list, tuple]:
         raise UnsupportedModelError(f"{g.where}: the model computes nothing (its output is its input)")
     if out.record != len(b.records) - 1:
         raise UnsupportedModelError(f"{g.where}: the output is not the last value computed")
+    if len(per) == 3 and not any(r.data_format for r in b.records):
+        _mark_channels_first(b.records, g)
     return b.records, per
+
+
+def _mark_channels_first(records: list, g: Graph) -> None:
+    """An image input read by no convolution or pooling: the core takes a model's data
+    format from its spatial layers, so a zero padding of nothing says (C, H, W) (a copy)."""
+    rec = _core.LayerSpec()
+    rec.kind, rec.name, rec.keras_class = "zero_pad2d", g.input, "input"
+    rec.inputs, rec.data_format = [-1], "channels_first"
+    for r in records:
+        r.inputs = [i + 1 if i >= 0 else 0 for i in r.inputs]
+    records.insert(0, rec)
