@@ -49,6 +49,17 @@ class Ctx:
             self._spec = lenet.load(self.weights).spec
         return self._spec
 
+    @property
+    def is_onnx(self) -> bool:
+        return self.spec.extra.get("format") == "onnx"
+
+
+# What runs an ONNX file as it is: this engine and ONNX Runtime. The other contenders
+# rebuild a Keras model from its layers (channels_last), which an ONNX file is not.
+ONNX_CONTENDERS = ("lenet-cpu", "lenet-cpu-blas", "lenet-cpu-infer", "lenet-cuda", "lenet-cuda-eager",
+                   "lenet-cuda-infer", "onnxruntime")
+NOT_FOR_ONNX = "it rebuilds Keras models; this model is an ONNX file (ONNX Runtime runs it as it is)"
+
 
 @dataclass(frozen=True)
 class Contender:
@@ -247,6 +258,7 @@ def _probabilities(ctx: Ctx, run: Callable) -> Callable:
 # backend, itself checked against Keras by the tests.
 REFERENCES = {
     "keras-predict": "Keras 3 model.predict, TensorFlow backend",
+    "onnxruntime-file": "ONNX Runtime (CPU) on the ONNX file itself",
     "keras-jax": "Keras 3 model.predict, JAX backend on the CPU, in a process of its own",
     "lenet-cpu": "this engine's CPU backend (no Keras here)",
 }
@@ -278,7 +290,43 @@ def reference(ctx: Ctx, x: np.ndarray, name: str = "keras-predict", tmp: Optiona
     if name == "lenet-cpu":
         import lenet
         return lenet.Engine(ctx.weights, device="cpu", threads=ctx.threads).predict_proba(x)
+    if name == "onnxruntime-file":
+        return _onnx_file_session(ctx)(x)
     raise ValueError(f"unknown reference {name!r}")
+
+
+def _onnx_file_session(ctx: Ctx) -> Callable:
+    """ONNX Runtime on the file itself, its outputs made a distribution as the engine's
+    predict_proba makes them (the first output: the class scores)."""
+    import onnxruntime as ort
+    import lenet
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = ctx.threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(ctx.weights), options, providers=["CPUExecutionProvider"])
+    name, dims = session.get_inputs()[0].name, session.get_inputs()[0].shape
+    batched = len(dims) in (2, 4)
+    fixed = dims[0] if batched and isinstance(dims[0], int) else None   # a fixed-batch export: N at a time
+    kind = lenet.Model(ctx.spec)._network.output_kind
+
+    def run_fixed(x):
+        pad = -len(x) % fixed
+        xp = np.concatenate([x, np.zeros((pad,) + x.shape[1:], x.dtype)]) if pad else x
+        return np.concatenate([session.run(None, {name: xp[i:i + fixed]})[0] for i in range(0, len(xp), fixed)])[
+            :len(x)]
+
+    def run(x):
+        if not batched:
+            y = np.stack([session.run(None, {name: s})[0] for s in x])
+        else:
+            y = run_fixed(x) if fixed else session.run(None, {name: x})[0]
+        y = y.reshape(len(x), -1)
+        if kind == "softmax":
+            return y
+        if kind == "sigmoid":
+            return y / y.sum(axis=1, keepdims=True)
+        return softmax(y)
+    return run
 
 
 def keras_predict_reference(ctx: Ctx) -> Callable:
@@ -400,8 +448,11 @@ def _tflite(ctx):
 
 # --- optional: ONNX Runtime, PyTorch ---------------------------------------------------------
 
-@contender("onnxruntime", ("onnx", "onnxruntime"), "ONNX Runtime (CPU), graph built from the same weights")
+@contender("onnxruntime", ("onnx", "onnxruntime"), "ONNX Runtime (CPU), graph built from the same weights (an "
+           "ONNX file: the file itself)")
 def _onnxruntime(ctx):
+    if ctx.is_onnx:
+        return _onnx_file_session(ctx)
     import onnxruntime as ort
     from .nets import onnx_model
     options = ort.SessionOptions()

@@ -84,6 +84,17 @@ def to_input(images: np.ndarray, scale: float) -> np.ndarray:
     return x
 
 
+def to_model_input(images: np.ndarray, weights) -> np.ndarray:
+    """uint8 (n, 28, 28) -> float32 in the model's own input form and scale (what infer feeds
+    it: (n, 1, 28, 28), (n, 3, 32, 32), (n, 784), ...), for models that are not NHWC."""
+    import lenet
+    from lenet.preprocess import to_batch
+    model = lenet.load(weights)
+    eng = lenet.Engine(model, device="cpu", threads=1)
+    x = to_batch(images, eng._image_shape(), eng.input_scale, model.channels_first, mode="mnist").x
+    return np.ascontiguousarray(x.reshape((len(images),) + tuple(model.input_shape[1:])))
+
+
 def write_pngs(images: np.ndarray, directory: Path) -> list[str]:
     import cv2
     paths = []

@@ -18,6 +18,8 @@ import os
 from pathlib import Path
 from typing import Union
 
+import numpy as np
+
 from ..errors import Error, ModelFileError
 from ..spec import ModelSpec
 from . import graph, ops
@@ -39,7 +41,8 @@ def read_model(path: PathLike) -> ModelSpec:
     where = str(p)
     try:
         g = graph.read(p, where)
-        records, input_shape = ops.convert(g)
+        with np.errstate(all="ignore"):    # hostile constants may overflow; the core refuses non-finite weights
+            records, input_shape = ops.convert(g)
     except Error:
         raise
     except RecursionError as e:

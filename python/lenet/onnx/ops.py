@@ -276,6 +276,8 @@ def softmax(b: Builder, n: Node) -> None:
 
 def batch_norm(b: Builder, n: Node) -> None:
     v = b.val(n)
+    if b.g.opset < 9 and not int(attr(n, "spatial", 1)):
+        b.fail(n, "spatial=0 (statistics per pixel) is not supported")
     gamma, beta, mean, var = (b.const(n, i).astype(np.float32).reshape(-1) for i in (1, 2, 3, 4))
     b.vals[n.outputs[0]] = b.emit(
         n, "batch_norm", [v], v.shape, v.batched, epsilon=float(attr(n, "epsilon", 1e-5)),
@@ -368,13 +370,9 @@ def identity(b: Builder, n: Node) -> None:
 def _reshaped(b: Builder, n: Node, v: Val, full: tuple) -> None:
     """v reshaped to the ONNX shape ``full`` (C order, as ONNX reshapes)."""
     if v.batched:
-        if not full or full[0] not in (None, BATCH):
-            if full and full[0] == 1 and b.g.input_shape and b.g.input_shape[0] == 1:
-                pass                   # a fixed batch of one
-            elif full and b.g.input_shape and full[0] == b.g.input_shape[0]:
-                pass                   # a fixed batch of N
-            else:
-                b.fail(n, f"a reshape to {full} that moves the batch axis is not supported")
+        fixed = b.g.input_shape[0] if b.g.input_shape else None     # a fixed-batch export's N
+        if not full or (full[0] not in (None, BATCH) and full[0] != fixed):
+            b.fail(n, f"a reshape to {full} that moves the batch axis is not supported")
         batched, per = True, tuple(full[1:])
     elif len(full) == len(v.shape) + 1 and full[0] == 1:
         batched, per = True, tuple(full[1:])     # the model adds its batch axis
@@ -398,36 +396,38 @@ def _full_shape(b: Builder, n: Node) -> tuple:
 
 
 def reshape(b: Builder, n: Node) -> None:
+    """Reshape, Flatten, Squeeze, Unsqueeze of a computed value: its ONNX output shape (the
+    batch axis as BATCH) from the constant operands, else from ONNX's shape inference."""
     v = b.val(n)
+    whole = ((BATCH,) if v.batched else ()) + v.shape
     full = _full_shape(b, n)
     if n.op == "Reshape" and b.is_const(n.inputs[1]):
-        target = ints(b.const(n, 1))
-        full = _resolve_reshape(b, n, v, target)
+        full = _resolve_reshape(b, n, v, ints(b.const(n, 1)))
     elif n.op == "Flatten":
         axis = int(attr(n, "axis", 1))
-        whole = ((BATCH,) if v.batched else ()) + v.shape
         axis = axis + len(whole) if axis < 0 else axis
-        full = (math.prod(whole[:axis]) if axis and not (v.batched and axis == 1) else
-                (BATCH if axis else 1), math.prod(whole[axis:]))
         if v.batched and axis != 1:
-            b.fail(n, f"Flatten at axis {attr(n, 'axis')} (not after the batch axis) is not supported")
+            b.fail(n, f"Flatten at axis {attr(n, 'axis')} (not right after the batch axis) is not supported")
+        full = (BATCH if v.batched else math.prod(whole[:axis]), math.prod(whole[axis:]))
     elif n.op in ("Squeeze", "Unsqueeze"):
-        axes = ints(attr(n, "axes", [])) if b.g.opset < 13 else (ints(b.const(n, 1)) if len(n.inputs) > 1 and
-                                                                  n.inputs[1] else [])
-        whole = list(((BATCH,) if v.batched else ()) + v.shape)
+        if b.g.opset < 13:
+            axes = ints(attr(n, "axes", []))
+        else:
+            axes = ints(b.const(n, 1)) if len(n.inputs) > 1 and n.inputs[1] else []
         if n.op == "Squeeze":
-            rank = len(whole)
-            axes = [a + rank if a < 0 else a for a in axes] or [i for i, d in enumerate(whole) if d == 1]
-            if v.batched and 0 in axes:
-                b.vals[n.outputs[0]] = Val(v.record, v.shape, False) if whole[0] in (1, BATCH) and \
-                    len(axes) == 1 else b.fail(n, "squeezing the batch axis with others is not supported")
+            axes = [a + len(whole) if a < 0 else a for a in axes] or [i for i, d in enumerate(whole) if d == 1]
+            if v.batched and 0 in axes:      # a model of one sample dropping its batch axis at the end
+                if axes != [0]:
+                    b.fail(n, "squeezing the batch axis together with others is not supported")
+                b.vals[n.outputs[0]] = Val(v.record, v.shape, False)
                 return
             full = tuple(d for i, d in enumerate(whole) if i not in axes)
         else:
+            out = list(whole)
             rank = len(whole) + len(axes)
             for a in sorted(a + rank if a < 0 else a for a in axes):
-                whole.insert(a, 1)
-            full = tuple(whole)
+                out.insert(a, 1)
+            full = tuple(out)
     if full is None:
         b.fail(n, f"the shape of '{n.outputs[0]}' is not known")
     if v.batched and full and full[0] == BATCH:
@@ -510,10 +510,8 @@ def pad(b: Builder, n: Node) -> None:
 
 
 def cast(b: Builder, n: Node) -> None:
-    from .graph import _onnx
-    onnx = _onnx()[0]
-    if int(attr(n, "to", 1)) != onnx.TensorProto.FLOAT:
-        b.fail(n, f"a cast of a computed value to {onnx.TensorProto.DataType.Name(int(attr(n, 'to', 1)))}")
+    if int(attr(n, "to", 1)) != 1:          # TensorProto.FLOAT
+        b.fail(n, f"a cast of a computed value to type {attr(n, 'to')} is not supported (to float is)")
     identity(b, n)
 
 
