@@ -462,3 +462,13 @@ def test_fuzzed_onnx_files_raise_only_lenet_errors(seed, tmp_path):
         eng.predict(np.zeros((2,) + eng.input_shape[1:], np.float32))
         outcomes["loaded"] += 1
     assert outcomes["refused"] > 0
+
+
+@pytest.mark.requires_cuda
+@pytest.mark.parametrize("path", ZOO, ids=[p.stem for p in ZOO])
+def test_zoo_on_the_gpu(path):
+    """The same files on the CUDA backend (cuDNN's CUDNN_SOFTMAX_LOG for LogSoftmax included)."""
+    cpu = lenet.Engine(path, device="cpu")
+    x = zoo_inputs(cpu.input_shape[1:])
+    assert_parity(lenet.Engine(path, device="cuda").predict(x), cpu.predict(x).astype(np.float64),
+                  f"{path.name} (cuda)")
