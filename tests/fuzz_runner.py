@@ -35,7 +35,8 @@ SECONDS = float(os.environ.get("LENET_FUZZ_SECONDS", "10"))
 SEED = int(os.environ.get("LENET_FUZZ_SEED", "1"))  # libFuzzer -seed; set another to explore further
 # Cases per second of each target on a 2-core machine (measured 2026-11-23 over 60 s
 # runs: 448, 116, 80, 1,700, 247), a little under: seconds x rate = the cases a run makes.
-RATE = {"model-bytes": 400, "model-config": 110, "model-h5": 75, "image-bytes": 1500, "image-array": 220}
+RATE = {"model-bytes": 400, "model-config": 110, "model-h5": 75, "image-bytes": 1500, "image-array": 220,
+        "onnx-bytes": 100, "onnx-graph": 100}
 RSS_LIMIT_MB = 3072
 INPUT_TIMEOUT_S = 60
 

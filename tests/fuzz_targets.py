@@ -21,6 +21,13 @@ that reach new code):
   compound), shapes (scalar, empty, 10^9 declared elements) and values (NaN, Inf,
   1e38), attributes of wrong types or encodings, soft links that loop or dangle,
   external links, compressed datasets.
+* ``onnx-bytes``: the bytes of an ONNX file (seeds: tests/data/onnx, torch.onnx.export
+  files of every opset form the loader reads), loaded by content like any model file.
+* ``onnx-graph``: a real ONNX graph with 1-4 structured mutations: attributes (pads,
+  strides, kernel shapes, axes, perms, epsilons) and tensor dims set to absurd values,
+  node inputs rewired (to the output itself: a cycle; to missing names), operators
+  renamed or deleted, the opset and the input's dimensions changed, initializers
+  replaced by other dtypes, shapes and values (NaN, Inf, 1e38).
 * ``image-bytes``: the bytes of an encoded image (seeds: PNG gray / 16-bit / RGBA /
   palette / 1-bit, JPEG gray / progressive / CMYK, BMP, GIF, WebP, TIFF 8/16-bit,
   PNM) given to Engine.infer.
@@ -59,6 +66,7 @@ with atheris.instrument_imports(include=["lenet"]):
     import lenet.cli
     import lenet.keras
     import lenet.images.sniff
+    import lenet.onnx
 
 import cv2  # noqa: E402
 import h5py  # noqa: E402
@@ -340,6 +348,110 @@ class ModelConfig:
         finish_case(out)
 
 
+# ----------------------------------------------------------------------------- ONNX
+
+class OnnxBytes:
+    def __init__(self, seed_dir: Path, work: Path, corpus: Path):
+        self.path = work / "case.onnx.bin"      # not named .onnx: the content decides
+        for i, p in enumerate(sorted(seed_dir.glob("*.onnx"))):
+            if p.stat().st_size <= 100_000:
+                (corpus / f"seed-{i}").write_bytes(p.read_bytes())
+
+    def __call__(self, data: bytes) -> None:
+        self.path.write_bytes(data)
+        out = outcome_of(lambda: run_model(lenet.load(self.path)))
+        tally("onnx" if data[:1] == b"\x08" else "other", out)
+        finish_case(out)
+
+
+ONNX_OPS = ["Conv", "Gemm", "MatMul", "Relu", "Softmax", "LogSoftmax", "MaxPool", "AveragePool", "Flatten",
+            "Reshape", "Transpose", "Concat", "Add", "Mul", "Div", "Sub", "BatchNormalization", "Pad", "Clip",
+            "Squeeze", "Unsqueeze", "Shape", "Gather", "Slice", "Cast", "Erf", "Loop", "If", "Identity", ""]
+
+
+class OnnxGraph:
+    def __init__(self, seed_dir: Path, work: Path):
+        import onnx
+        self.onnx = onnx
+        self.seeds = [onnx.load(str(p)) for p in sorted(seed_dir.glob("*.onnx"))]
+        self.path = work / "case.onnx"
+
+    def __call__(self, data: bytes) -> None:
+        onnx = self.onnx
+        fdp = atheris.FuzzedDataProvider(data)
+        m = onnx.ModelProto()
+        m.CopyFrom(self.seeds[fdp.ConsumeIntInRange(0, len(self.seeds) - 1)])
+        g = m.graph
+        ops = []
+        for _ in range(fdp.ConsumeIntInRange(1, 4)):
+            what = fdp.ConsumeIntInRange(0, 6)
+            nodes = g.node
+            if what == 0 and nodes:
+                n = nodes[fdp.ConsumeIntInRange(0, len(nodes) - 1)]
+                if n.attribute:
+                    a = n.attribute[fdp.ConsumeIntInRange(0, len(n.attribute) - 1)]
+                    v = INTERESTING[fdp.ConsumeIntInRange(0, len(INTERESTING) - 1)]
+                    whole = isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63
+                    if a.ints and whole:
+                        a.ints[fdp.ConsumeIntInRange(0, len(a.ints) - 1)] = v
+                    elif a.type == onnx.AttributeProto.INT and whole:
+                        a.i = v
+                    elif a.type == onnx.AttributeProto.FLOAT and isinstance(v, (int, float)) and \
+                            not isinstance(v, bool) and abs(v) < 1e300:
+                        a.f = float(v)
+                    ops.append("attribute")
+            elif what == 1 and g.initializer:
+                t = g.initializer[fdp.ConsumeIntInRange(0, len(g.initializer) - 1)]
+                if t.dims:
+                    t.dims[fdp.ConsumeIntInRange(0, len(t.dims) - 1)] = fdp.ConsumeIntInRange(-1, 10**6)
+                ops.append("dims")
+            elif what == 2 and nodes:
+                n = nodes[fdp.ConsumeIntInRange(0, len(nodes) - 1)]
+                if n.input:
+                    pick = fdp.ConsumeIntInRange(0, 2)
+                    n.input[fdp.ConsumeIntInRange(0, len(n.input) - 1)] = \
+                        [n.output[0], "missing", g.input[0].name][pick]
+                ops.append("rewire")
+            elif what == 3 and nodes:
+                i = fdp.ConsumeIntInRange(0, len(nodes) - 1)
+                if fdp.ConsumeBool():
+                    nodes[i].op_type = ONNX_OPS[fdp.ConsumeIntInRange(0, len(ONNX_OPS) - 1)]
+                    ops.append("operator renamed")
+                else:
+                    del nodes[i]
+                    ops.append("node deleted")
+            elif what == 4:
+                m.opset_import[0].version = fdp.ConsumeIntInRange(-1, 40)
+                ops.append("opset")
+            elif what == 5:
+                dims = g.input[0].type.tensor_type.shape.dim
+                if dims:
+                    dims[fdp.ConsumeIntInRange(0, len(dims) - 1)].dim_value = fdp.ConsumeIntInRange(0, 10**5)
+                ops.append("input dims")
+            elif what == 6 and g.initializer:
+                t = g.initializer[fdp.ConsumeIntInRange(0, len(g.initializer) - 1)]
+                kind = fdp.ConsumeIntInRange(0, 3)
+                try:
+                    a = onnx.numpy_helper.to_array(t)
+                except ValueError:            # its dims already mutated
+                    continue
+                if kind == 0:
+                    a = a.astype(np.float64)
+                elif kind == 1:
+                    a = np.full(a.shape, [np.nan, np.inf, 1e38][fdp.ConsumeIntInRange(0, 2)], np.float32)
+                elif kind == 2:
+                    a = a.reshape(-1)[: fdp.ConsumeIntInRange(0, max(a.size, 1))]
+                else:
+                    a = a.astype(np.int64)
+                t.CopyFrom(onnx.numpy_helper.from_array(a, t.name))
+                ops.append("initializer")
+        self.path.write_bytes(m.SerializeToString())
+        out = outcome_of(lambda: run_model(lenet.load(self.path)))
+        for op in set(ops) or {"unchanged"}:
+            tally(op, out)
+        finish_case(out)
+
+
 H5_DTYPES = ["i4", "i8", "u1", "f2", "f8", "c8", "?", "S4", "vlen-str", "compound", ">f4"]
 
 
@@ -609,7 +721,8 @@ class ImageArray:
 def main() -> None:
     global _stats_path
     ap = argparse.ArgumentParser()
-    ap.add_argument("target", choices=["model-bytes", "model-config", "model-h5", "image-bytes", "image-array"])
+    ap.add_argument("target", choices=["model-bytes", "model-config", "model-h5", "onnx-bytes", "onnx-graph",
+                                       "image-bytes", "image-array"])
     ap.add_argument("--seeds", type=Path, help="directory of model seed files (.h5, .keras, .json)")
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--stats", type=Path, required=True)
@@ -623,7 +736,12 @@ def main() -> None:
     # (the default limit has its own tests).
     lenet.set_max_image_pixels(4_000_000)
 
-    if args.target.startswith("model"):
+    if args.target.startswith("onnx"):
+        target = OnnxBytes(args.seeds, args.work, corpus) if args.target == "onnx-bytes" else \
+            OnnxGraph(args.seeds, args.work)
+        if args.target == "onnx-graph":
+            (corpus / "seed").write_bytes(bytes(range(64)))
+    elif args.target.startswith("model"):
         seeds = model_seeds(args.seeds)
         assert seeds, f"no model seeds in {args.seeds}"
         target = {"model-bytes": lambda: ModelBytes(seeds, args.work, corpus),

@@ -72,6 +72,17 @@ CASES: dict[str, str] = {
                 "Keras 1 mnist_cnn example); kernels (H,W,I,O); not compiled (no training_config)",
     "k1_th_theano_weights": "save_weights + to_json (keras_version 1.0.8 in the JSON only), Theano, 'th': same net",
     "k1_tf_tf_weights": "save_weights + to_json (1.2.2), TensorFlow, 'tf': same net",
+    "k1_tf_theano": "full model 1.2.2, Theano backend, 'tf': same net; kernels (H,W,I,O) but true-convolution "
+                    "kernels (flip them); names without ':0'",
+    "k1_th_tf_weights": "save_weights + to_json (1.2.2), TensorFlow, 'th': same net; kernels (O,I,H,W), names with "
+                        "':0'",
+    "k1_tf_theano_weights": "save_weights + to_json (1.2.2), Theano, 'tf': same net; kernels (H,W,I,O), flipped",
+    "k1_th_tf_weights_k2arch": "the weights file of k1_th_tf_weights (no keras_version: Keras 1 layouts) with a "
+                               "Keras 2 architecture (tf_keras to_json: Conv2D data_format='channels_first', "
+                               "Flatten channels_last): the weights file decides the layout, as in Keras 2; "
+                               "checked against tf_keras' own load_weights + predict",
+    "k1_th_theano_weights_k2arch": "the same with the weights of k1_th_theano_weights (Theano names): tf_keras' "
+                                   "loaded kernels, turned by Keras 2's convert_kernel, give the expected output",
     "k1_mlp": "full model 1.0.7 (the first version with model.save), mnist_mlp: Dense(256, input_dim=784) relu, "
               "Dropout, Dense 256 relu, Dropout, Dense 10 softmax",
     "k1_mlp_v100_weights": "save_weights + to_json of Keras 1.0.0-1.0.3: the JSON has no keras_version at all; "
@@ -648,12 +659,22 @@ def _specs() -> dict:
     S["k1_th_theano_weights"] = dict(layers=copy.deepcopy(L), input_shape=ishape, ordering="th", backend="theano",
                                      kind="weights", keras_version="1.0.8", seed=14)
 
+    S["k1_th_tf_weights"] = dict(layers=copy.deepcopy(L), input_shape=ishape, ordering="th", backend="tensorflow",
+                                 kind="weights", keras_version="1.2.2", seed=24)
+    S["k1_th_tf_weights_k2arch"] = dict(S["k1_th_tf_weights"], layers=copy.deepcopy(L), seed=25, k2arch=True)
+    S["k1_th_theano_weights_k2arch"] = dict(S["k1_th_theano_weights"], layers=copy.deepcopy(L), seed=26,
+                                            k2arch=True)
+
     ishape, L = _classic_cnn("tf", separate_activations=True)
     S["k1_tf_tf"] = dict(layers=L, input_shape=ishape, ordering="tf", backend="tensorflow", kind="full",
                          keras_version="1.1.0", compiled=False, seed=13)
     ishape, L = _classic_cnn("tf")
     S["k1_tf_tf_weights"] = dict(layers=L, input_shape=ishape, ordering="tf", backend="tensorflow",
                                  kind="weights", keras_version="1.2.2", seed=15)
+    S["k1_tf_theano"] = dict(layers=copy.deepcopy(L), input_shape=ishape, ordering="tf", backend="theano",
+                             kind="full", keras_version="1.2.2", compiled=True, seed=27)
+    S["k1_tf_theano_weights"] = dict(layers=copy.deepcopy(L), input_shape=ishape, ordering="tf", backend="theano",
+                                     kind="weights", keras_version="1.2.2", seed=28)
 
     mlp = [dense("dense_1", 256, 784, activation="relu", first=True), dropout("dropout_1", 0.2),
            dense("dense_2", 256, 256, activation="relu"), dropout("dropout_2", 0.2),
@@ -766,6 +787,61 @@ def _layer_names(spec):
     return names
 
 
+def _convert_kernel(kernel):
+    """Keras 2's conv_utils.convert_kernel (Keras 2.0-2.3, applied by its loader to the
+    kernels of a file whose recorded backend was Theano): every axis but the last two
+    (input and output channels) reversed. tf_keras no longer has it."""
+    return np.copy(kernel[(slice(None, None, -1),) * (kernel.ndim - 2)])
+
+
+def _keras2_layers(layers, input_shape):
+    """The Keras 2 (tf_keras) layers a user writes for a Keras 1 Sequential config."""
+    import tf_keras
+    KL = tf_keras.layers
+    out = []
+    for i, L in enumerate(layers):
+        cn, c = L["class_name"], L["config"]
+        first = {"input_shape": tuple(input_shape)} if i == 0 else {}
+        if cn == "Convolution2D":
+            fmt = "channels_first" if c["dim_ordering"] == "th" else "channels_last"
+            out.append(KL.Conv2D(c["nb_filter"], (c["nb_row"], c["nb_col"]), strides=tuple(c["subsample"]),
+                                 padding=c["border_mode"], data_format=fmt, activation=c["activation"],
+                                 use_bias=c["bias"], **first))
+        elif cn == "MaxPooling2D":
+            fmt = "channels_first" if c["dim_ordering"] == "th" else "channels_last"
+            out.append(KL.MaxPooling2D(tuple(c["pool_size"]), strides=tuple(c["strides"]),
+                                       padding=c["border_mode"], data_format=fmt))
+        elif cn == "Dropout":
+            out.append(KL.Dropout(c["p"]))
+        elif cn == "Flatten":
+            out.append(KL.Flatten(data_format="channels_last"))   # C order of the tensor held: Keras 1's
+        elif cn == "Dense":
+            out.append(KL.Dense(c["output_dim"], activation=c["activation"], use_bias=c["bias"], **first))
+        elif cn == "Activation":
+            out.append(KL.Activation(c["activation"]))
+        else:
+            raise NotImplementedError(cn)
+    return out
+
+
+def _keras2_arch(spec, h5, x, expected):
+    """A Keras 2 architecture (tf_keras model.to_json()) for a Keras 1 weights file, and
+    tf_keras' own loading of the file into it: its output must be ``expected``."""
+    import tf_keras
+    model = tf_keras.Sequential(_keras2_layers(spec["layers"], spec["input_shape"]))
+    arch = model.to_json()
+    model = tf_keras.models.model_from_json(arch)
+    model.load_weights(str(h5))        # tf_keras' preprocess_weights_for_loading: the 'th' transposes
+    if spec["backend"] == "theano":    # recorded by a Keras 2 file only; Keras 1 files say it by their names
+        for layer in model.layers:
+            if isinstance(layer, tf_keras.layers.Conv2D):
+                layer.set_weights([_convert_kernel(layer.get_weights()[0])] + layer.get_weights()[1:])
+    got = model.predict(x, verbose=0)
+    diff = float(np.abs(got.astype(np.float64) - expected).max())
+    assert diff <= TOLERANCE, f"tf_keras' loading of the Keras 1 weights differs from Keras 1's model by {diff:.3g}"
+    return arch
+
+
 def _load_inputs(input_shape):
     img = MNIST_DIR / "t10k-images-idx3-ubyte.gz"
     if img.is_file():
@@ -850,7 +926,7 @@ def build_keras1(directory: Path, only=None) -> dict[str, Keras1File]:
                 j["keras_version"] = jv
             j.update(spec.get("json_extra", {}))
             arch = directory / f"{name}.json"
-            arch.write_text(json.dumps(j))
+            arch.write_text(_keras2_arch(spec, h5, x, expected) if spec.get("k2arch") else json.dumps(j))
 
         traps = _trap_diffs(spec, x, ref)
         notes = CASES[name] + f". Inputs: {src}."

@@ -52,7 +52,9 @@ Cases (see CASES for the list; k2 = also built with tf_keras):
   reshape2d_cnn ((28, 28) -> (28, 28, 1)).
 - BatchNormalization: bn_cnn (Conv(use_bias=False)/Conv -> BN -> Activation), bn_mlp,
   bn_input (right after the Input), bn_center_scale (center/scale False, epsilon 1e-5),
-  bn_after_pool (epsilon 0.01, momentum 0.9), bn_branch (BN input also feeds a 1x1 conv).
+  bn_after_pool (epsilon 0.01, momentum 0.9), bn_branch (BN input also feeds a 1x1 conv),
+  bn_trained (BN after activations, epsilon 1e-5, statistics measured on MNIST as training
+  leaves them, |mean| / std in the hundreds: what folding a BN costs in float32).
 - Heads: head_sigmoid, head_relu, head_activation_softmax, head_softmax_layer (and
   mlp784_logits / lenet logits elsewhere).
 - Preprocessing: rescale_cnn, rescale_offset (1/127.5, -1), norm_adapted (adapted, per
@@ -514,6 +516,45 @@ def _b_conv1d_rows(K):
                 L.GlobalAveragePooling1D(), L.Dense(10, activation="softmax"))
 
 
+def _b_bn_trained(K):
+    L = K.layers
+    bn = {"epsilon": 1e-5}
+    return _seq(K, (28, 28, 1), L.Conv2D(16, 3, activation="relu"), L.BatchNormalization(**bn),
+                L.Conv2D(32, 3, activation="relu"), L.BatchNormalization(**bn), L.MaxPooling2D(2),
+                L.Conv2D(32, 3), L.BatchNormalization(**bn), L.Activation("relu"), L.MaxPooling2D(2),
+                L.Flatten(), L.Dense(64, activation="relu"), L.BatchNormalization(**bn),
+                L.Dense(10, activation="softmax"))
+
+
+def _trained_bn_statistics(model, key: str) -> None:
+    """Batch-norm statistics as training leaves them, and as extreme as trained nets hold:
+    the layers before each BatchNormalization get large steady responses (biases of tens,
+    as channels of a trained net that are always on), and each BatchNormalization's
+    moving mean and variance are the mean and variance of its input over MNIST training
+    digits: means in the tens to hundreds, variances from 1e-3 up, |mean| / std in the
+    hundreds (the engine folding them into the next convolution lost 2e-5 against Keras)."""
+    rng = np.random.default_rng(_seed("trained-bn", key))
+    layers = list(_leaf_layers(model))
+    for prev, layer in zip(layers, layers[1:]):
+        if type(layer).__name__ == "BatchNormalization" and len(prev.get_weights()) == 2:
+            kernel, bias = prev.get_weights()
+            prev.set_weights([kernel, np.abs(rng.normal(0.0, 30.0, bias.shape)).astype(bias.dtype)])
+    x = _mnist_train_pixels()[:500].reshape((-1,) + _input_shape(model)) / np.float32(255.0)
+    for layer in layers:
+        if type(layer).__name__ != "BatchNormalization":
+            continue
+        seen = np.asarray(_sub_model(model, layer)(x), dtype=np.float64)
+        axes = tuple(range(seen.ndim - 1))
+        gamma, beta, _, _ = layer.get_weights()
+        layer.set_weights([gamma, beta, seen.mean(axes).astype(np.float32), seen.var(axes).astype(np.float32)])
+
+
+def _sub_model(model, layer):
+    import importlib
+    K = importlib.import_module(type(model).__module__.split(".")[0])
+    return K.Model(model.inputs, layer.input)
+
+
 def _b_bn_input(K):
     L = K.layers
     return _seq(K, (28, 28, 1), L.BatchNormalization(), L.Conv2D(4, 3, activation="relu"), L.MaxPooling2D(2),
@@ -829,6 +870,7 @@ class _Case:
     forms2: tuple = ("h5",)    # tf_keras forms ("h5", "weights_h5", "keras", "keras_windows")
     gain: float = 1.0          # multiplies the first kernel
     notes: str = ""
+    post: Optional[Callable] = None   # (model, key): after the weights are set
 
 
 def _p(f, *a, **kw):
@@ -858,6 +900,9 @@ _SPECS: list[_Case] = [
           forms3=_ALL3, forms2=("h5", "weights_h5", "keras", "keras_windows")),
     _Case("bn_mlp", "Input(784) -> Dense -> BN -> Activation (twice, second Dense without bias)", _b_bn_mlp,
           forms3=("h5", "weights.h5"), forms2=("h5", "weights_h5")),
+    _Case("bn_trained", "Conv(relu) -> BN (epsilon 1e-5) twice, Conv -> BN -> relu, Dense(relu) -> BN, with "
+          "trained-like statistics: |mean| / std in the hundreds", _b_bn_trained, forms3=("h5", "keras"),
+          forms2=("h5", "weights_h5"), post=_trained_bn_statistics),
     _Case("bn_input", "BatchNormalization directly after the Input, then Conv", _b_bn_input),
     _Case("bn_center_scale", "BN(center=False), BN(scale=False), BN(center=False, scale=False, epsilon=1e-5)",
           _b_bn_center_scale, forms3=("h5", "keras"), forms2=("h5", "weights_h5")),
@@ -1055,6 +1100,8 @@ def _build_zoo(directory: Path, only: Optional[set[str]]) -> dict[str, ZooModel]
             _clear(K)
             model = spec.build(K)
             _set_weights(model, spec.name, spec.gain)
+            if spec.post is not None:
+                spec.post(model, spec.name)
             shape = _input_shape(model)
             x, mnist = make_x(spec.name, shape, takes_raw_pixels(model))
             expected = keras_predict(model, x)

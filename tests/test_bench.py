@@ -279,3 +279,27 @@ def test_files_scenario_runs_every_contender(tmp_path):
                 assert "error" not in r, (name, r)
                 assert r["images"] == w["count"] and r["peak_rss_mib"] > 10, (name, r)
     assert "| infer_iter |" in out.stdout
+
+
+@pytest.mark.parametrize("name", ["example_net", "mlp_flat_fixed_batch", "no_batch_axis"])
+def test_an_onnx_file_is_benched_against_onnx_runtime_on_the_file(tmp_path, name):
+    """lenet-bench on an ONNX file: this engine and ONNX Runtime (the file itself) run it, in the
+    model's own input form, checked against ONNX Runtime; the contenders that rebuild Keras
+    models say why they do not."""
+    pytest.importorskip("onnxruntime")
+    from pathlib import Path
+    path = Path(__file__).resolve().parent / "data" / "onnx" / f"{name}.onnx"
+    out = tmp_path / "bench"
+    proc = subprocess.run(
+        [sys.executable, "-m", "lenet.bench", "--quick", "--models", str(path), "--contenders",
+         "lenet-cpu,lenet-cpu-infer,onnxruntime,keras-predict", "--batch-sizes", "1,8", "--threads", "1",
+         "--images", "64", "--no-probe", "--out", str(out), *_mnist_args()],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((out / "results.json").read_text())
+    assert "ONNX Runtime" in doc["header"]["models"][name]["reference"]
+    rows = {r["contender"]: r for r in doc["results"]}
+    for c in ("lenet-cpu", "lenet-cpu-infer", "onnxruntime"):
+        assert rows[c]["status"] == "ok" and rows[c]["agree"] is True, rows[c]
+        assert rows[c]["max_abs_dp"] <= 1e-5, rows[c]
+    assert rows["keras-predict"]["status"] == "skipped" and "ONNX" in rows["keras-predict"]["reason"]

@@ -78,6 +78,24 @@ def test_fuzz_model_hdf5_structure(seed_dir, tmp_path):
     _check_fuzz_stats(fuzz("model-h5", tmp_path, seed_dir), 50)
 
 
+ONNX_SEEDS = Path(__file__).resolve().parent / "data" / "onnx"
+
+
+def test_fuzz_onnx_file_bytes(tmp_path):
+    """libFuzzer's byte mutations of the ONNX zoo's files (tests/data/onnx)."""
+    pytest.importorskip("onnx")
+    _check_fuzz_stats(fuzz("onnx-bytes", tmp_path, ONNX_SEEDS), 100)
+
+
+def test_fuzz_onnx_graphs(tmp_path):
+    """Structured mutations of real ONNX graphs (attributes, dims, wiring, operators, opsets, initializers)."""
+    pytest.importorskip("onnx")
+    stats = fuzz("onnx-graph", tmp_path, ONNX_SEEDS)
+    assert stats["cases"] >= 100, stats
+    assert stats["outcomes"].get("ok", 0) > 0, stats["outcomes"]
+    assert stats["outcomes"].get("UnsupportedModelError", 0) + stats["outcomes"].get("ModelFileError", 0) > 0
+
+
 # ----------------------------------------------------------------- named cases
 
 def _copy(fixtures, name, tmp_path):  # noqa: F811

@@ -118,6 +118,19 @@ def test_keras1_files(keras1, case):
     assert_parity(eng.predict(f.x), f.expected, case)
 
 
+def test_keras1_th_kernels_for_a_channels_last_layer_are_refused_with_the_reason(keras1, tmp_path):
+    """Keras 2 transposes a Keras 1 'th' kernel only into a channels_first layer (and fails
+    on a channels_last one): the refusal says so, not just that the shapes differ."""
+    f = keras1["k1_th_tf_weights_k2arch"]
+    arch = tmp_path / "channels_last.json"
+    arch.write_text(f.arch.read_text().replace('"channels_first"', '"channels_last"')
+                    .replace("[null, 1, 28, 28]", "[null, 28, 28, 1]"))
+    with pytest.raises(lenet.ModelFileError) as info:
+        lenet.Engine(f.path, device="cpu", arch=arch)
+    for frag in ("'conv2d'", "(32, 1, 3, 3)", "'th' layout", "channels_last", "data_format='channels_first'"):
+        assert frag in str(info.value)
+
+
 # ------------------------------------------------------------------ every Keras layer class
 
 # Classes lenet runs (its converters, the identities at inference, their aliases).

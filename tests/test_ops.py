@@ -339,6 +339,17 @@ def test_softmax_activation_rescaling_padding():
     np.testing.assert_allclose(got, (e / e.sum(-1, keepdims=True)).reshape(3, -1), atol=1e-6)
 
 
+@pytest.mark.parametrize("kernels", ["auto", "blas", "nchw"])
+@pytest.mark.parametrize("shape", [(10,), (3, 4, 7)])
+def test_log_softmax(kernels, shape):
+    """ONNX LogSoftmax (PyTorch's log_softmax head): over the channel axis, stable for large logits."""
+    x = (RNG.standard_normal((5,) + shape) * 30).astype(np.float32)
+    got = run([layer("log_softmax")], x, kernels=kernels)
+    v = x.astype(np.float64)
+    want = v - v.max(-1, keepdims=True) - np.log(np.exp(v - v.max(-1, keepdims=True)).sum(-1, keepdims=True))
+    np.testing.assert_allclose(got, want.reshape(5, -1), atol=1e-5)
+
+
 def test_zero_padding_folds_into_conv():
     x = RNG.standard_normal((2, 28, 28, 1)).astype(np.float32)
     w = RNG.standard_normal((5, 5, 1, 3)).astype(np.float32)
@@ -499,6 +510,31 @@ def test_affine_before_a_valid_conv_folds_but_not_before_a_padded_one():
         assert steps == (["affine", "conv2d"] if same else ["conv2d"])
         want = ref_conv(x / 127.5 - 1, w, None, (1, 1), "same" if same else "valid", "linear")
         np.testing.assert_allclose(run(layers, x), want.reshape(2, -1), atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kernels", ["auto", "blas", "nchw"])
+def test_bn_with_a_large_shift_stays_unfolded_before_a_conv(kernels):
+    """Conv(relu) -> BN -> Conv: the BN folds into the next conv while its shift
+    (mean * gamma / sqrt(var + eps)) is small; a trained-like one (here 300) would make the
+    conv sum terms that large and lose that much precision: it stays an affine step,
+    and the result is the float64 reference's within float32's rounding of the BN output."""
+    x = RNG.standard_normal((4, 8, 8, 2)).astype(np.float32)
+    w1 = (RNG.standard_normal((3, 3, 2, 16)) / 4).astype(np.float32)
+    b1 = np.full(16, 60.0, np.float32)                 # channels always on, far from 0
+    w2 = (RNG.standard_normal((3, 3, 16, 4)) / 12).astype(np.float32)
+    h = np.maximum(ref_conv(x, w1, b1, (1, 1), "valid", "linear"), 0)
+    mean, var = h.mean((0, 1, 2)), h.var((0, 1, 2))
+    for shift_mean, folded in ((0.0, True), (1.0, False)):
+        m = (mean * shift_mean).astype(np.float32)
+        bn = dict(named_weights={"gamma": np.ones(16), "beta": np.zeros(16), "moving_mean": m,
+                                 "moving_variance": var.astype(np.float32)}, epsilon=1e-5)
+        layers = [layer("conv2d", kernel=(3, 3), filters=16, weights=w1, bias=b1, activation="relu"),
+                  layer("batch_norm", **bn), layer("conv2d", kernel=(3, 3), filters=4, weights=w2)]
+        steps = [s[0] for s in network(layers, (8, 8, 2)).steps()]
+        assert steps == (["conv2d", "conv2d"] if folded else ["conv2d", "affine", "conv2d"]), steps
+        if not folded:
+            want = ref_conv((h - m) / np.sqrt(var + 1e-5), w2, None, (1, 1), "valid", "linear")
+            np.testing.assert_allclose(run(layers, x, kernels=kernels), want.reshape(4, -1), atol=2e-5)
 
 
 def test_prelu_normalization_crop():

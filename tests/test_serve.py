@@ -294,3 +294,14 @@ def test_lenet_serve_starts_answers_and_stops_gracefully():
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
+
+
+def test_an_onnx_model_is_served():
+    """lenet-serve --weights model.onnx: the engine on the ONNX file answers as it does in-process."""
+    pytest.importorskip("onnx")
+    eng = lenet.Engine(REPO / "tests" / "data" / "onnx" / "example_net.onnx", device="cpu", threads=1)
+    data = EXAMPLES[3].read_bytes()
+    with TestClient(create_app(eng)) as c:
+        r = c.post("/v1/classify", content=data, headers={"Content-Type": "image/png"})
+    assert r.status_code == 200, r.text
+    np.testing.assert_array_equal(np.float32(r.json()["probabilities"]), eng.infer(data).probabilities)

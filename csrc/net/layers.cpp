@@ -513,7 +513,9 @@ Shape softmax_infer(const LayerContext& c, std::vector<WeightSlot>&) {
 }
 
 void softmax_lower(const LayerContext& c, const Shape& out, Lowering& low) {
-    low.result = low.emit(make_step(OpKind::softmax, out.d, c.l));
+    Step s = make_step(OpKind::softmax, out.d, c.l);
+    s.log = c.l.kind == "log_softmax";
+    low.result = low.emit(std::move(s));
 }
 
 Shape prelu_infer(const LayerContext& c, std::vector<WeightSlot>& slots) {
@@ -732,6 +734,7 @@ const LayerRule kRules[] = {
     {"permute", 1, 1, permute_infer, permute_lower, false},
     {"activation", 1, 1, same_shape, activation_lower, false},
     {"softmax", 1, 1, softmax_infer, softmax_lower, false},
+    {"log_softmax", 1, 1, softmax_infer, softmax_lower, false},  // ONNX LogSoftmax (PyTorch's log_softmax)
     {"prelu", 1, 1, prelu_infer, prelu_lower, false},
     {"batch_norm", 1, 1, batch_norm_infer, batch_norm_lower, false},
     {"rescaling", 1, 1, rescaling_infer, rescaling_lower, false},

@@ -312,6 +312,18 @@ bool pad_into_conv(StepGraph& g, int i) {
     return true;
 }
 
+// The largest |shift| of an affine (y = x * scale + shift) folded into the conv or
+// dense after it. A batch norm's x is near its mean, so x * scale is about -shift =
+// mean * gamma / sqrt(var + eps), and a trained batch norm's shift reaches the hundreds
+// (tests/keras_zoo.py bn_trained). Folded, the conv sums those large terms against the
+// bias sum(w * shift), and float32 loses |shift| times what the affine step loses
+// unfolded (whose outputs are small). Rescaling and Normalization of pixels stay near 1.
+constexpr float kMaxFoldedShift = 1.f;
+
+bool large_shift(const Step& a) {
+    return std::any_of(a.shift.begin(), a.shift.end(), [](float v) { return std::abs(v) > kMaxFoldedShift; });
+}
+
 // A batch norm (any per-channel affine) after a linear conv or dense: into its
 // weights. Per output channel: w[..][o] *= scale[o]; bias[o] = bias[o] * scale[o] + shift[o].
 bool affine_into_producer(StepGraph& g, int i) {
@@ -323,7 +335,8 @@ bool affine_into_producer(StepGraph& g, int i) {
     Step& s = g.steps[p];
     const size_t co = size_t(s.out.c);
     for (size_t k = 0; k < s.weights.size(); ++k) s.weights[k] *= a.scale[k % co];
-    for (size_t o = 0; o < co; ++o) s.bias[o] = s.bias[o] * a.scale[o] + a.shift[o];
+    // In double: bias * scale and shift nearly cancel when the running mean is large.
+    for (size_t o = 0; o < co; ++o) s.bias[o] = float(double(s.bias[o]) * a.scale[o] + a.shift[o]);
     g.into_producer(i);
     return true;
 }
@@ -376,7 +389,8 @@ bool permute_into_dense(StepGraph& g, int i) {
 
 // A per-channel affine (Rescaling, Normalization, a batch norm) right before a conv
 // or dense: into its weights, where exact (a padded conv would see the shifted value
-// of its zero padding). Per input channel: w *= scale, bias += sum(w * shift).
+// of its zero padding) and as precise (kMaxFoldedShift). Per input channel:
+// w *= scale, bias += sum(w * shift).
 bool affine_into_reader(StepGraph& g, int i) {
     const Step& a = g.steps[i];
     const int r = a.op == OpKind::affine ? g.sole_reader(i) : -1;
@@ -385,13 +399,16 @@ bool affine_into_reader(StepGraph& g, int i) {
     const bool exact = s.op == OpKind::dense || (s.op == OpKind::conv2d && s.groups == 1 &&
                                                  (!s.pad.any() || all_zero(a.shift)));
     if (!exact || s.in != a.out) return false;
+    if (large_shift(a)) return false;
     const size_t co = size_t(s.out.c), ci = size_t(a.out.c), rows = s.weights.size() / co;
+    std::vector<double> bias(s.bias.begin(), s.bias.end());
     for (size_t k = 0; k < rows; ++k)
         for (size_t o = 0; o < co; ++o) {
             float& w = s.weights[k * co + o];
-            s.bias[o] += w * a.shift[k % ci];
+            bias[o] += double(w) * a.shift[k % ci];
             w *= a.scale[k % ci];
         }
+    for (size_t o = 0; o < co; ++o) s.bias[o] = float(bias[o]);
     g.into_reader(i, r);
     return true;
 }

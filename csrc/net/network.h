@@ -112,6 +112,7 @@ struct Step {
     int axis = 2;                        // concat: 0 = h, 1 = w, 2 = c
     std::array<int, 3> perm{0, 1, 2};    // permute: output axis i is input axis perm[i] (0 h, 1 w, 2 c)
     bool nearest = false;                // resize: nearest instead of bilinear (pad: the crop, if any)
+    bool log = false;                    // softmax: its logarithm, x - max - log(sum(exp(x - max)))
     std::string layers;                  // the Keras layers this step implements, for summary()
     bool depthwise() const { return op == OpKind::conv2d && groups > 1 && groups == in.c && out.c % groups == 0; }
 };

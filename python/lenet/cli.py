@@ -62,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="read input paths from FILE, one per line (- for standard input)")
     p.add_argument("-0", "--null", action="store_true", help="with --files-from: paths are separated by NUL bytes")
     p.add_argument("--weights", metavar="FILE",
-                   help="Keras .h5 model, or a shipped model name (lenet5, lenet-keras, lenet-tf); default lenet5")
+                   help="a model file (Keras .h5 / .keras, or ONNX), or a shipped model name (lenet5, lenet-keras, "
+                        "lenet-tf); default lenet5")
     p.add_argument("--arch", metavar="JSON", help="architecture (Keras JSON file or shipped name) for a weights-only file")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where to run (default: auto)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all available)")

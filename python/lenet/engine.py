@@ -334,9 +334,19 @@ class Engine:
         if rows.dtype == np.uint8:
             return self._executor.pixel_probabilities(np.ascontiguousarray(rows).reshape((n,) + self._input_rest),
                                                       self._scale32)
+        return self._executor.probabilities(self._scaled(rows))
+
+    def model_input(self, rows: np.ndarray) -> np.ndarray:
+        """Prepared rows (pixels 0..255) as the array ``predict`` takes: float32, scaled by
+        ``input_scale``, in the model's input shape."""
+        if self._transpose_rows:
+            rows = rows.transpose(0, 3, 1, 2)
+        return self._scaled(rows)
+
+    def _scaled(self, rows: np.ndarray) -> np.ndarray:
         x = np.array(rows, dtype=np.float32, order="C")
         x *= self._scale32
-        return self._executor.probabilities(x.reshape((n,) + self._input_rest))
+        return x.reshape((len(x),) + self._input_rest)
 
     def answer(self, prepared: Prepared, inputs: Optional[int] = None) -> list[Union[Result, InputError]]:
         """The answers of a prepared chunk in input order: each input's Results (one per

@@ -130,9 +130,10 @@ def _image_shape(spec: ModelSpec, network: Any) -> Optional[tuple[int, int, int]
 
 
 def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None) -> Model:
-    """Loads and checks a Keras HDF5 model.
+    """Loads and checks a model file: Keras (HDF5, .keras) or ONNX, told by its content.
 
-    ``path``: a full-model ``.h5`` (Keras 2 or 3), or a weights-only file together
+    ``path``: a full-model ``.h5`` (Keras 1-3), a ``.keras`` archive, an ``.onnx`` file,
+    or a weights-only file together
     with ``arch`` (a Keras JSON file or string, or a shipped model name). ``None``
     or a shipped name ("lenet5", "lenet-keras", "lenet-tf") loads shipped weights.
     Raises ModelFileError or UnsupportedModelError.
@@ -141,4 +142,21 @@ def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None)
         path = DEFAULT_MODEL
     if isinstance(path, str) and path in SHIPPED_MODELS and not Path(path).exists():
         path = shipped_weights(path)
+    if arch is None and _is_onnx(path):
+        from . import onnx as onnx_format
+        return Model(onnx_format.read_model(path))
     return Model(read_model(path, arch=arch))
+
+
+def _is_onnx(path: Any) -> bool:
+    """An ONNX file, told by its first bytes (lenet.onnx.looks_like_onnx); anything
+    else, unreadable files included, goes to the Keras loader and its errors."""
+    if not isinstance(path, (str, os.PathLike)):
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError:
+        return False
+    from .onnx import looks_like_onnx
+    return looks_like_onnx(head, path)

@@ -83,15 +83,15 @@ void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
     const size_t block = size_t(a.kh) * run * kLanes;  // floats per packed block
     const size_t xs = size_t(a.sw) * a.ci;             // between neighbouring windows
     const size_t rs = size_t(a.sh) * a.iw * a.ci;      // between neighbouring rows
+    // The bias is added to the finished sum, as TensorFlow and BLAS do: started from a
+    // large bias, each product would be rounded to the bias's precision.
     V acc[R][P][NV];
 #pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) {
-        const V bias = load(a.bias + cb0 * kLanes + v * kWidth);
+    for (int v = 0; v < NV; ++v)
 #pragma GCC unroll 2
         for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-            for (int p = 0; p < P; ++p) acc[r][p][v] = bias;
-    }
+            for (int p = 0; p < P; ++p) acc[r][p][v] = V{};
     for (int ky = 0; ky < a.kh; ++ky) {
         const float* xr = a.x + (size_t(oy * a.sh + ky) * a.iw + size_t(ox0) * a.sw) * a.ci;
         const float* wr = a.w + size_t(cb0) * block + size_t(ky) * run * kLanes;
@@ -121,7 +121,7 @@ void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
                 if (v * kWidth >= left) break;
                 const V t = acc[0][2 * q][v] > acc[0][2 * q + 1][v] ? acc[0][2 * q][v] : acc[0][2 * q + 1][v];
                 const V b = acc[1][2 * q][v] > acc[1][2 * q + 1][v] ? acc[1][2 * q][v] : acc[1][2 * q + 1][v];
-                V m = t > b ? t : b;
+                V m = (t > b ? t : b) + load(a.bias + cb0 * kLanes + v * kWidth);  // max(a) + b = max(a + b)
                 if (relu) m = m < 0.f ? 0.f : m;  // NaN stays NaN, as in TensorFlow
                 store(y + size_t(q) * a.ldy + v * kWidth, m, left - v * kWidth);
             }
@@ -132,7 +132,7 @@ void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
 #pragma GCC unroll 16
             for (int v = 0; v < NV; ++v) {
                 if (v * kWidth >= left) break;
-                V m = acc[0][p][v];
+                V m = acc[0][p][v] + load(a.bias + cb0 * kLanes + v * kWidth);
                 if (relu) m = m < 0.f ? 0.f : m;  // NaN stays NaN, as in TensorFlow
                 store(y + size_t(p) * a.ldy + v * kWidth, m, left - v * kWidth);
             }
@@ -233,12 +233,9 @@ void rows_pool_group(const ConvArgs& a, int co0) {
     const float* bias = a.bias;  // packed bias: channel o at o
     for (int oy = a.row_begin; oy < a.row_end; oy += 2)
         for (int c0 = 0; c0 < a.ow; c0 += 2 * kWidth) {
-            V acc[2][2][G];
+            V acc[2][2][G];  // the bias is added to the pooled sums (see conv_tile)
 #pragma GCC unroll 8
-            for (int g = 0; g < G; ++g) {
-                const V b = V{} + bias[co0 + g];
-                acc[0][0][g] = acc[0][1][g] = acc[1][0][g] = acc[1][1][g] = b;
-            }
+            for (int g = 0; g < G; ++g) acc[0][0][g] = acc[0][1][g] = acc[1][0][g] = acc[1][1][g] = V{};
             for (int ky = 0; ky < a.kh; ++ky) {
                 const float* r0 = a.x + size_t(oy + ky) * a.iw + c0;
                 const float* r1 = r0 + a.iw;
@@ -263,7 +260,7 @@ void rows_pool_group(const ConvArgs& a, int co0) {
             for (int g = 0; g < G; ++g) {
                 const V lo = acc[0][0][g] > acc[1][0][g] ? acc[0][0][g] : acc[1][0][g];
                 const V hi = acc[0][1][g] > acc[1][1][g] ? acc[0][1][g] : acc[1][1][g];
-                V m = pool_pairs(lo, hi);
+                V m = pool_pairs(lo, hi) + bias[co0 + g];
                 if (relu) m = m < 0.f ? 0.f : m;  // NaN stays NaN, as in TensorFlow
                 std::memcpy(pooled[g], &m, sizeof m);
             }

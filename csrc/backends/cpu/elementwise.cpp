@@ -47,6 +47,11 @@ public:
             const float top = *std::max_element(src, src + c);
             float sum = 0.f;
             for (int k = 0; k < c; ++k) sum += dst[k] = std::exp(src[k] - top);
+            if (s_.log) {
+                const float log_sum = std::log(sum);
+                for (int k = 0; k < c; ++k) dst[k] = src[k] - top - log_sum;
+                continue;
+            }
             const float inv = 1.f / sum;
             for (int k = 0; k < c; ++k) dst[k] *= inv;
         }

@@ -222,6 +222,11 @@ private:
                 for (int c = 0; c < d.c; ++c) top = std::max(top, x[base + c * plane]);
                 float sum = 0.f;
                 for (int c = 0; c < d.c; ++c) sum += y[base + c * plane] = std::exp(x[base + c * plane] - top);
+                if (s_.log) {  // CUDNN_SOFTMAX_LOG
+                    const float log_sum = std::log(sum);
+                    for (int c = 0; c < d.c; ++c) y[base + c * plane] = x[base + c * plane] - top - log_sum;
+                    continue;
+                }
                 for (int c = 0; c < d.c; ++c) y[base + c * plane] /= sum;
             }
     }

@@ -22,7 +22,7 @@ public:
             case OpKind::softmax: {
                 // Over the channel axis of each pixel: Keras' last axis in NHWC.
                 const float one = 1.f, zero = 0.f;
-                LENET_CHECK(lib::cudnnSoftmaxForward(ctx_.cudnn.get(), CUDNN_SOFTMAX_ACCURATE,
+                LENET_CHECK(lib::cudnnSoftmaxForward(ctx_.cudnn.get(), s.log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
                                                      CUDNN_SOFTMAX_MODE_CHANNEL, &one, p_.x.get(), x[0], &zero,
                                                      p_.y.get(), y));
                 break;

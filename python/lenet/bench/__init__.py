@@ -50,7 +50,8 @@ def _parser(names: list[str]) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="contenders:\n" + "\n".join(f"  {n:<17} {c.what}" for n, c in CONTENDERS.items()))
     p.add_argument("--models", default=",".join(names),
-                   help="comma-separated shipped model names or .h5 paths (default: every shipped model)")
+                   help="comma-separated shipped model names or .h5, .keras or .onnx paths (default: every "
+                        "shipped model); an ONNX file is checked against ONNX Runtime on the file")
     p.add_argument("--contenders", default="all", help="comma-separated contenders (default: all)")
     p.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_BATCHES)),
                    help="throughput sweep (default: 1,8,64,256,1024); batch 1 is always measured")
@@ -238,7 +239,7 @@ def _fail(row: dict, status: str, reason: str) -> None:
 
 def _label(model: str) -> str:
     """A shipped name as it is, a file by its stem."""
-    return model if "/" not in model and not model.endswith((".h5", ".keras")) else Path(model).stem
+    return model if "/" not in model and not model.endswith((".h5", ".keras", ".onnx")) else Path(model).stem
 
 
 @dataclass
@@ -275,7 +276,8 @@ def _bench_model(s: Session, source: str):
     try:
         weights = Path(lenet.shipped_weights(source) if source in lenet.SHIPPED_MODELS else source)
         ctx = cs.Ctx(weights, s.threads)
-        x = workload.to_input(s.images, lenet.load(weights).input_scale)
+        x = workload.to_model_input(s.images, weights) if ctx.is_onnx else \
+            workload.to_input(s.images, lenet.load(weights).input_scale)
     except Exception as e:
         for r in rows.values():
             _fail(r, "failed", f"cannot load {source}: {type(e).__name__}: {e}")
@@ -286,18 +288,26 @@ def _bench_model(s: Session, source: str):
     about = {"weights": str(weights), "parameters": int(params), "macs": int(macs),
              "floor_s": macs / rate, "floor_images_per_s": rate / macs,
              "keras_accuracy": None, "reference_accuracy": None, "reference_error": None}
-    s.progress.update(s.task, description=f"{model}: reference predictions ({s.reference})")
+    reference = s.reference
+    if ctx.is_onnx:        # the file's own runtime, when there is one
+        reference = "onnxruntime-file" if "onnxruntime" not in s.cant else "lenet-cpu"
+        about["reference"] = references.REFERENCES[reference]
+    s.progress.update(s.task, description=f"{model}: reference predictions ({reference})")
     try:
-        ref = references.reference(ctx, x, s.reference, s.tmp)
+        ref = references.reference(ctx, x, reference, s.tmp)
     except Exception as e:
         ref = None
         about["reference_error"] = f"{type(e).__name__}: {e}"
     if ref is not None and s.labels is not None:
         about["reference_accuracy"] = float(np.mean(ref.argmax(1) == s.labels))
-        if s.reference.startswith("keras"):
+        if reference.startswith("keras"):
             about["keras_accuracy"] = about["reference_accuracy"]
     for n, why in s.cant.items():
         _fail(rows[n], "skipped", why)
+    if ctx.is_onnx:
+        for n in s.names:
+            if n not in cs.ONNX_CONTENDERS and rows[n]["status"] == "ok":
+                _fail(rows[n], "skipped", cs.NOT_FOR_ONNX)
     live = [n for n in s.names if rows[n]["status"] == "ok"]
     s.progress.update(s.task, total=len(live) * (1 + s.probe + s.plan.rounds * len(s.sizes)), completed=0)
     phases = about["phase_s"] = {}

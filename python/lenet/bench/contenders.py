@@ -14,7 +14,7 @@ GPU contenders (``device="cuda"``) run only where the NVIDIA driver sees a GPU; 
 framework that sees none makes its ``build`` raise ``Unavailable`` (the row is
 skipped, not failed). A contender with ``process="own"`` (Keras on the JAX backend:
 Keras picks its backend once, at import) is built and timed in a process of its own
-(``remote.py``), with ``env`` added to that process's environment.
+(``child.py``), with ``env`` added to that process's environment.
 """
 
 from __future__ import annotations
@@ -48,6 +48,17 @@ class Ctx:
             import lenet
             self._spec = lenet.load(self.weights).spec
         return self._spec
+
+    @property
+    def is_onnx(self) -> bool:
+        return self.spec.extra.get("format") == "onnx"
+
+
+# What runs an ONNX file as it is: this engine and ONNX Runtime. The other contenders
+# rebuild a Keras model from its layers (channels_last), which an ONNX file is not.
+ONNX_CONTENDERS = ("lenet-cpu", "lenet-cpu-blas", "lenet-cpu-infer", "lenet-cuda", "lenet-cuda-eager",
+                   "lenet-cuda-infer", "onnxruntime")
+NOT_FOR_ONNX = "it rebuilds Keras models; this model is an ONNX file (ONNX Runtime runs it as it is)"
 
 
 @dataclass(frozen=True)
@@ -239,6 +250,40 @@ def probabilities_of(ctx: Ctx, run: Callable) -> Callable:
     return run if ends_in_softmax(ctx.spec) else (lambda x: softmax(run(x)))
 
 
+def onnx_file_session(ctx: Ctx) -> Callable:
+    """ONNX Runtime on the file itself, its outputs made a distribution as the engine's
+    predict_proba makes them (the first output: the class scores)."""
+    import onnxruntime as ort
+    import lenet
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = ctx.threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(ctx.weights), options, providers=["CPUExecutionProvider"])
+    name, dims = session.get_inputs()[0].name, session.get_inputs()[0].shape
+    batched = len(dims) in (2, 4)
+    fixed = dims[0] if batched and isinstance(dims[0], int) else None   # a fixed-batch export: N at a time
+    kind = lenet.Model(ctx.spec).network.output_kind
+
+    def run_fixed(x):
+        pad = -len(x) % fixed
+        xp = np.concatenate([x, np.zeros((pad,) + x.shape[1:], x.dtype)]) if pad else x
+        return np.concatenate([session.run(None, {name: xp[i:i + fixed]})[0] for i in range(0, len(xp), fixed)])[
+            :len(x)]
+
+    def run(x):
+        if not batched:
+            y = np.stack([session.run(None, {name: s})[0] for s in x])
+        else:
+            y = run_fixed(x) if fixed else session.run(None, {name: x})[0]
+        y = y.reshape(len(x), -1)
+        if kind == "softmax":
+            return y
+        if kind == "sigmoid":
+            return y / y.sum(axis=1, keepdims=True)
+        return softmax(y)
+    return run
+
+
 def keras_predict_reference(ctx: Ctx) -> Callable:
     """Keras ``model.predict`` with whatever backend this process has (the keras-jax reference)."""
     model = keras_model(ctx)
@@ -373,8 +418,11 @@ def _tflite(ctx):
 
 # --- optional: ONNX Runtime, PyTorch ---------------------------------------------------------
 
-@contender("onnxruntime", ("onnx", "onnxruntime"), "ONNX Runtime (CPU), graph built from the same weights")
+@contender("onnxruntime", ("onnx", "onnxruntime"), "ONNX Runtime (CPU), graph built from the same weights (an "
+           "ONNX file: the file itself)")
 def _onnxruntime(ctx):
+    if ctx.is_onnx:
+        return onnx_file_session(ctx)
     import onnxruntime as ort
     from .nets import onnx_model
     options = ort.SessionOptions()

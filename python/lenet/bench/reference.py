@@ -19,6 +19,7 @@ from .contenders import Ctx, probabilities_of, keras_model
 # backend, itself checked against Keras by the tests.
 REFERENCES = {
     "keras-predict": "Keras 3 model.predict, TensorFlow backend",
+    "onnxruntime-file": "ONNX Runtime (CPU) on the ONNX file itself",
     "keras-jax": "Keras 3 model.predict, JAX backend on the CPU, in a process of its own",
     "lenet-cpu": "this engine's CPU backend (no Keras here)",
 }
@@ -50,4 +51,6 @@ def reference(ctx: Ctx, x: np.ndarray, name: str = "keras-predict", tmp: Optiona
     if name == "lenet-cpu":
         import lenet
         return lenet.Engine(ctx.weights, device="cpu", threads=ctx.threads).predict_proba(x)
+    if name == "onnxruntime-file":
+        return contenders.onnx_file_session(ctx)(x)
     raise ValueError(f"unknown reference {name!r}")

@@ -117,6 +117,8 @@ def model_line(model: str, about: dict, images: int) -> str:
         line += f"; Keras accuracy {about['keras_accuracy']:.2%} on these {images} digits"
     elif about.get("reference_accuracy") is not None:
         line += f"; reference accuracy {about['reference_accuracy']:.2%} on these {images} digits"
+    if about.get("reference"):       # a model with its own reference (an ONNX file: ONNX Runtime on it)
+        line += f"; checked against {about['reference']}"
     if about.get("reference_error"):
         line += f"; no reference, predictions unchecked ({about['reference_error']})"
     return line

@@ -84,6 +84,14 @@ def to_input(images: np.ndarray, scale: float) -> np.ndarray:
     return x
 
 
+def to_model_input(images: np.ndarray, weights) -> np.ndarray:
+    """uint8 (n, 28, 28) -> float32 in the model's own input form and scale (what infer feeds
+    it: (n, 1, 28, 28), (n, 3, 32, 32), (n, 784), ...), for models that are not NHWC."""
+    import lenet
+    eng = lenet.Engine(weights, device="cpu", threads=1)
+    return eng.model_input(lenet.images.prepare([images], ["<array>"], eng.image_shape, "mnist").x)
+
+
 def write_pngs(images: np.ndarray, directory: Path) -> list[str]:
     import cv2
     paths = []

@@ -152,7 +152,12 @@ def _read_h5(f: h5py.File, where: str, arch: Any) -> ModelSpec:
     scale = hdf5.input_scale(f, where)
     if legacy:
         group = legacy_h5.weights_group(f, where)
-        return _build(a, lambda ar, wanted: legacy_h5.read_weights(group, ar, wanted, where, _keras1_layout(ar)),
+        # The weights file, not the architecture, says which layouts its arrays are in:
+        # Keras 2 converts Keras 1 layouts when the file records no keras_version (its
+        # original_keras_version '1'), whatever version wrote the architecture.
+        keras1 = not version or version.startswith("1")
+        return _build(a, lambda ar, wanted: legacy_h5.read_weights(group, ar, wanted, where,
+                                                                   _keras1_layout(ar) if keras1 else None),
                       where, "keras-h5-" + legacy, version, backend, scale, legacy=True)
     return _build(a, lambda ar, wanted: keras3_h5.read_weights(f, ar, wanted, where), where, "keras3-weights-h5",
                   "", "", scale)
@@ -214,21 +219,21 @@ def _check_theano_padding(arch: config.Architecture, where: str) -> None:
             f" window ({rec.kernel[0]}x{rec.kernel[1]}, stride {rec.strides[0]}x{rec.strides[1]}); not supported")
 
 
-def _keras1_layout(arch: config.Architecture) -> Optional[Callable]:
-    """Keras 1 layouts, converted as Keras 2 did on load: a channels_first ('th')
-    convolution kernel was stored (filters, in, rows, cols); BatchNormalization's
-    ``running_std`` held a standard deviation up to Keras 1.0.5 (the variance
-    since 1.0.8; 1.0.6-1.0.7 depended on the backend), rewritten here as the
-    variance that gives the same output in TensorFlow's formula."""
-    if arch.writer.major != 1:
-        return None
-
+def _keras1_layout(arch: config.Architecture) -> Callable:
+    """Keras 1 layouts in a weights file, converted as Keras 2 did on load: a
+    channels_first ('th') convolution kernel was stored (filters, in, rows, cols),
+    whichever Keras wrote the architecture; BatchNormalization's ``running_std`` of a
+    Keras 1 model held a standard deviation up to Keras 1.0.5 (the variance since
+    1.0.8; 1.0.6-1.0.7 depended on the backend), rewritten here as the variance that
+    gives the same output in TensorFlow's formula (a Keras 2-3 architecture takes it
+    as the variance, as Keras 2 does)."""
     def transform(leaf: config.KerasLayer, slot: str, array: np.ndarray) -> np.ndarray:
         rec = arch.records[leaf.record]
-        if rec.kind in _CONV_KERNELS and slot in ("kernel", "depthwise_kernel") and array.ndim == 4 and \
-                rec.data_format == "channels_first":
-            return array.transpose(2, 3, 1, 0)
-        if rec.kind == "batch_norm" and slot == "moving_variance":
+        if rec.kind in _CONV_KERNELS and slot in ("kernel", "depthwise_kernel") and array.ndim == 4:
+            if rec.data_format == "channels_first":
+                return array.transpose(2, 3, 1, 0)
+            _check_not_th_kernel(arch, rec, array)
+        if rec.kind == "batch_norm" and slot == "moving_variance" and arch.writer.major == 1:
             form = _keras1_bn_form(arch, rec)
             eps = np.float32(rec.epsilon)
             if form == "std":           # (x - m) / (std + eps)
@@ -237,6 +242,19 @@ def _keras1_layout(arch: config.Architecture) -> Optional[Callable]:
                 return (np.sqrt(array) + eps) ** 2 - eps
         return array
     return transform
+
+
+def _check_not_th_kernel(arch: config.Architecture, rec: Any, array: np.ndarray) -> None:
+    """A 'th' kernel (filters, channels, rows, cols) given to a channels_last layer:
+    Keras 2 transposes Keras 1 kernels for channels_first layers only, and so fails
+    here too; say why rather than report a bare shape mismatch."""
+    kh, kw = rec.kernel
+    if array.shape[0] == rec.filters and array.shape[2:] == (kh, kw) and array.shape[:2] != (kh, kw):
+        raise ModelFileError(
+            f"{arch.source}: layer '{rec.name}' ({rec.keras_class}): the Keras 1 weights file holds its kernel in "
+            f"the 'th' layout {tuple(array.shape)} (filters, channels, rows, cols), but the layer is channels_last; "
+            "Keras converts such kernels only for a layer with data_format='channels_first' (dim_ordering='th'), "
+            "as the model that wrote them was")
 
 
 def _keras1_bn_form(arch: config.Architecture, rec: Any) -> str:
