@@ -37,6 +37,14 @@ def pytest_collection_modifyitems(items):
             item.add_marker(requires_cuda)
 
 
+@pytest.fixture(scope="session")
+def engine():
+    """The shipped lenet5 on the CPU with 2 threads: the engine most tests run on (a test
+    file that needs another defines its own `engine`)."""
+    import lenet
+    return lenet.Engine("lenet5", device="cpu", threads=2)
+
+
 def _read_idx(path):
     from lenet.bench.workload import read_idx   # the one IDX reader (lenet-bench and tools/train share it)
     return read_idx(pathlib.Path(path))

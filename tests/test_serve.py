@@ -32,11 +32,6 @@ EXAMPLES = sorted((REPO / "examples").glob("digit-*.png"))
 
 
 @pytest.fixture(scope="module")
-def engine():
-    return lenet.Engine("lenet5", device="cpu", threads=2)
-
-
-@pytest.fixture(scope="module")
 def client(engine):
     with TestClient(create_app(engine, Options(max_body_bytes=1 << 20))) as c:
         yield c

@@ -17,11 +17,6 @@ EXAMPLES = sorted((REPO / "examples").glob("digit-*.png"))
 
 
 @pytest.fixture(scope="module")
-def engine():
-    return lenet.Engine("lenet5", device="cpu", threads=2)
-
-
-@pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
     """Good, missing, corrupt and blank inputs, with what each should give (a digit or
     the text of its error)."""
