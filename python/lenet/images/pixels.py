@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .._native import _core
 from ..errors import InputError
 
 try:
@@ -147,6 +148,9 @@ def bgr_to_rgb(a: np.ndarray, single: bool) -> np.ndarray:
 def dark_ground(stack: np.ndarray) -> np.ndarray:
     """Per image of a stack (N, H, W[, C]) of pixels 0..255: whether the median of its
     outermost pixels (gray, alpha composited on white) is below mid-gray."""
+    if stack.dtype == np.uint8 and stack.ndim in (3, 4) and stack.shape[3:] in ((), (1,)) and \
+            stack.shape[1] >= 2 and stack.shape[2] >= 2:   # 8-bit gray: the core's exact counting sort
+        return _core.dark_ground(np.ascontiguousarray(stack))
     ring = np.concatenate([stack[:, 0], stack[:, -1], stack[:, 1:-1, 0], stack[:, 1:-1, -1]], axis=1)
     if ring.ndim == 3 and ring.shape[2] == 1:
         ring = ring[:, :, 0]

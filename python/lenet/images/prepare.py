@@ -141,6 +141,8 @@ class Rows:
 
     def in_item_order(self) -> "Rows":
         """Ordered by input, then by place within the input."""
+        if len(self.item) < 2:
+            return self
         order = np.lexsort((self.sub, self.item))
         if (order == np.arange(len(order))).all():
             return self
