@@ -36,8 +36,11 @@ public:
         const Dims out = pool_ ? pool_->out : s_.out;
         const int oh = pool_ ? 2 * out.h : out.h, ow = pool_ ? 2 * out.w : out.w;
         const size_t row = size_t(in.w) * in.c;
-        ConvArgs a{nullptr, ph_,   pw_,     in.c, oh, ow, s_.kh, s_.kw, s_.sh, s_.sw, packed_.w.data(),
-                   s_.weights.data(), packed_.bias.data(), out.c, s_.act.plain_relu(), nullptr, out.c, 0, oh, pool_ != nullptr};
+        ConvArgs a{};
+        a.ih = ph_, a.iw = pw_, a.ci = in.c, a.oh = oh, a.ow = ow;
+        a.kh = s_.kh, a.kw = s_.kw, a.sh = s_.sh, a.sw = s_.sw;
+        a.w = packed_.w.data(), a.hwio = s_.weights.data(), a.bias = packed_.bias.data(), a.co = out.c;
+        a.relu = s_.act.plain_relu(), a.ldy = out.c, a.row_begin = 0, a.row_end = oh, a.pool = pool_ != nullptr;
         const auto kernel = rows_ ? table_.conv_rows_pool : table_.conv;
         for (int b = 0; b < n; ++b) {
             const float* image = x + b * in.size();

@@ -19,8 +19,12 @@ public:
     void run(Inputs xs, float* y, int n, ThreadPool* spare) override {
         const float* x = xs[0];
         if (table_ && packed_) {
-            const ConvArgs a{x,    1,      n, in_,  1,    n, 1, 1, 1, 1, packed_->w.data(), s_.weights.data(),
-                             packed_->bias.data(), out_, s_.act.plain_relu(), y, out_, 0, 1, false};
+            // A dense layer as a 1x1 convolution over a row of n pixels of in_ channels.
+            ConvArgs a{};
+            a.x = x, a.ih = 1, a.iw = n, a.ci = in_, a.oh = 1, a.ow = n;
+            a.kh = a.kw = a.sh = a.sw = 1;
+            a.w = packed_->w.data(), a.hwio = s_.weights.data(), a.bias = packed_->bias.data(), a.co = out_;
+            a.relu = s_.act.plain_relu(), a.y = y, a.ldy = out_, a.row_begin = 0, a.row_end = 1, a.pool = false;
             conv_split(table_->conv, a, spare);
             if (!s_.act.plain_relu()) apply_activation(s_.act, y, size_t(n) * out_);
             return;
