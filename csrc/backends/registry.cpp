@@ -37,8 +37,9 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOpti
         auto it = registry().find(name);
         if (it == registry().end()) {
             if (name == "cuda")
-                throw CudaError("the CUDA backend is not available: lenet was built without it, or its module "
-                                "could not be loaded (see lenet.info())");
+                throw CudaError(
+                    "the CUDA backend is not available: lenet was built without it, or its module "
+                    "could not be loaded (see lenet.info())");
             throw InputError("unknown device '" + name + "' (expected 'cpu' or 'cuda')");
         }
         factory = it->second;

@@ -62,17 +62,21 @@ void bind_executor(py::module_& m) {
              py::arg("network"), py::arg("device"), py::arg("threads"), py::arg("allow_tf32") = false,
              py::arg("cuda_graphs") = true, py::arg("cpu_kernels") = "auto")
         .def(
-            "run", [](Executor& ex, const py::array_t<float, py::array::c_style>& x) {
+            "run",
+            [](Executor& ex, const py::array_t<float, py::array::c_style>& x) {
                 return run<float>(ex, x, Executor::Output::raw);
             },
-            py::arg("x"), "The outputs, as Keras' predict gives them, for a C-contiguous float32 batch in the "
-                          "model's input shape.")
+            py::arg("x"),
+            "The outputs, as Keras' predict gives them, for a C-contiguous float32 batch in the "
+            "model's input shape.")
         .def(
-            "probabilities", [](Executor& ex, const py::array_t<float, py::array::c_style>& x) {
+            "probabilities",
+            [](Executor& ex, const py::array_t<float, py::array::c_style>& x) {
                 return run<float>(ex, x, Executor::Output::probabilities);
             },
-            py::arg("x"), "A distribution over the classes per input (see Executor::Output), for a C-contiguous "
-                          "float32 batch in the model's input shape.")
+            py::arg("x"),
+            "A distribution over the classes per input (see Executor::Output), for a C-contiguous "
+            "float32 batch in the model's input shape.")
         .def(
             "pixel_probabilities",
             [](Executor& ex, const py::array_t<uint8_t, py::array::c_style>& pixels, float scale) {

@@ -36,8 +36,7 @@ void bind_io(py::module_& m) {
             }
             py::list out(files.size());
             for (size_t i = 0; i < files.size(); ++i)
-                out[i] = files[i].error ? py::object(py::int_(files[i].error))
-                                        : py::object(py::bytes(files[i].data));
+                out[i] = files[i].error ? py::object(py::int_(files[i].error)) : py::object(py::bytes(files[i].data));
             return out;
         },
         py::arg("paths"), py::arg("max_bytes"),
@@ -55,8 +54,9 @@ void bind_io(py::module_& m) {
             py::list files(got->files.size());
             for (size_t i = 0; i < got->files.size(); ++i) {
                 const FileRead& f = got->files[i];
-                files[i] = f.error ? py::object(py::int_(f.error))
-                                   : got->stack.rows[i] >= 0 ? py::object(py::none()) : py::object(py::bytes(f.data));
+                files[i] = f.error                   ? py::object(py::int_(f.error))
+                           : got->stack.rows[i] >= 0 ? py::object(py::none())
+                                                     : py::object(py::bytes(f.data));
             }
             auto [pixels, rows] = stack_arrays(std::move(got->stack));
             return py::make_tuple(files, pixels, rows);

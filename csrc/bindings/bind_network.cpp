@@ -36,14 +36,36 @@ const char* output_kind(OutputKind k) {
 }
 
 // The Python type of each record field, for fields() (and the stub check).
-template <class T> const char* py_type();
-template <> const char* py_type<std::string>() { return "str"; }
-template <> const char* py_type<int>() { return "int"; }
-template <> const char* py_type<float>() { return "float"; }
-template <> const char* py_type<bool>() { return "bool"; }
-template <> const char* py_type<std::vector<int>>() { return "list[int]"; }
-template <> const char* py_type<Int2>() { return "tuple[int, int]"; }
-template <> const char* py_type<Int4>() { return "tuple[int, int, int, int]"; }
+template <class T>
+const char* py_type();
+template <>
+const char* py_type<std::string>() {
+    return "str";
+}
+template <>
+const char* py_type<int>() {
+    return "int";
+}
+template <>
+const char* py_type<float>() {
+    return "float";
+}
+template <>
+const char* py_type<bool>() {
+    return "bool";
+}
+template <>
+const char* py_type<std::vector<int>>() {
+    return "list[int]";
+}
+template <>
+const char* py_type<Int2>() {
+    return "tuple[int, int]";
+}
+template <>
+const char* py_type<Int4>() {
+    return "tuple[int, int, int, int]";
+}
 
 }  // namespace
 
@@ -53,31 +75,31 @@ void bind_network(py::module_& m) {
 #define LENET_BIND_FIELD(type, field, init, doc) spec.def_readwrite(#field, &LayerSpec::field, doc);
     LENET_LAYER_FIELDS(LENET_BIND_FIELD)
 #undef LENET_BIND_FIELD
-    spec.def("set_weight",
-             [](LayerSpec& l, const std::string& name,
-                const py::array_t<float, py::array::c_style | py::array::forcecast>& a) {
-                 l.set_weight(name, to_tensor(a));
-             },
-             py::arg("name"), py::arg("array"), "Sets (or replaces) the weight `name`, in Keras layout.")
+    spec.def(
+            "set_weight",
+            [](LayerSpec& l, const std::string& name,
+               const py::array_t<float, py::array::c_style | py::array::forcecast>& a) {
+                l.set_weight(name, to_tensor(a));
+            },
+            py::arg("name"), py::arg("array"), "Sets (or replaces) the weight `name`, in Keras layout.")
         .def("weight_names",
              [](const LayerSpec& l) {
                  std::vector<std::string> names;
                  for (const auto& w : l.weights) names.push_back(w.first);
                  return names;
              })
-        .def("weight",
-             [](const LayerSpec& l, const std::string& name) -> py::object {
-                 const Tensor* t = l.weight(name);
-                 if (!t) return py::none();
-                 py::array_t<float> a(std::vector<py::ssize_t>(t->shape.begin(), t->shape.end()));
-                 std::copy(t->data.begin(), t->data.end(), a.mutable_data());
-                 return std::move(a);
-             },
-             py::arg("name"), "A copy of the weight `name`, or None.")
+        .def(
+            "weight",
+            [](const LayerSpec& l, const std::string& name) -> py::object {
+                const Tensor* t = l.weight(name);
+                if (!t) return py::none();
+                py::array_t<float> a(std::vector<py::ssize_t>(t->shape.begin(), t->shape.end()));
+                std::copy(t->data.begin(), t->data.end(), a.mutable_data());
+                return std::move(a);
+            },
+            py::arg("name"), "A copy of the weight `name`, or None.")
         .def("__repr__",
-             [](const LayerSpec& l) {
-                 return "LayerSpec(" + l.kind + ", '" + l.name + "', " + l.keras_class + ")";
-             })
+             [](const LayerSpec& l) { return "LayerSpec(" + l.kind + ", '" + l.name + "', " + l.keras_class + ")"; })
         .def_static(
             "fields",
             [] {
@@ -95,32 +117,38 @@ void bind_network(py::module_& m) {
              }),
              py::arg("layers"), py::arg("input_shape"), py::arg("source"),
              "Checks and lowers the layers; input_shape: Keras' per-sample input shape.")
-        .def_property_readonly("input_shape", [](const Network& n) { return to_tuple(n.input().keras()); },
-                               "Keras' per-sample input shape.")
-        .def_property_readonly("output_shape", [](const Network& n) { return to_tuple(n.output().keras()); },
-                               "Keras' per-sample output shape.")
+        .def_property_readonly(
+            "input_shape", [](const Network& n) { return to_tuple(n.input().keras()); },
+            "Keras' per-sample input shape.")
+        .def_property_readonly(
+            "output_shape", [](const Network& n) { return to_tuple(n.output().keras()); },
+            "Keras' per-sample output shape.")
         .def_property_readonly("output_size", &Network::output_size)
-        .def_property_readonly("output_kind", [](const Network& n) { return output_kind(n.output_kind()); },
-                               "'softmax', 'sigmoid' or 'scores': what the outputs are.")
+        .def_property_readonly(
+            "output_kind", [](const Network& n) { return output_kind(n.output_kind()); },
+            "'softmax', 'sigmoid' or 'scores': what the outputs are.")
         .def_property_readonly("channels_first", &Network::channels_first)
         .def_property_readonly("params", &Network::params)
         .def_property_readonly("macs", &Network::macs, "Multiply-adds per image (convolutions, dense layers).")
-        .def("layers",
-             [](const Network& n) {
-                 py::list rows;
-                 for (const auto& l : n.summary())
-                     rows.append(py::make_tuple(l.name, l.keras_class, to_tuple(l.out.keras()), l.params));
-                 return rows;
-             },
-             "One (name, keras_class, output_shape, params) per layer of the file.")
-        .def("steps", [](const Network& n) {
-            py::list rows;
-            for (const auto& s : n.steps())
-                rows.append(py::make_tuple(to_string(s.op), s.layers, s.act.str(),
-                                           py::make_tuple(s.out.h, s.out.w, s.out.c)));
-            return rows;
-        },
-        "One (op, keras_layers, activation, output_hwc) per executed step, after folding and fusion.");
+        .def(
+            "layers",
+            [](const Network& n) {
+                py::list rows;
+                for (const auto& l : n.summary())
+                    rows.append(py::make_tuple(l.name, l.keras_class, to_tuple(l.out.keras()), l.params));
+                return rows;
+            },
+            "One (name, keras_class, output_shape, params) per layer of the file.")
+        .def(
+            "steps",
+            [](const Network& n) {
+                py::list rows;
+                for (const auto& s : n.steps())
+                    rows.append(py::make_tuple(to_string(s.op), s.layers, s.act.str(),
+                                               py::make_tuple(s.out.h, s.out.w, s.out.c)));
+                return rows;
+            },
+            "One (op, keras_layers, activation, output_hwc) per executed step, after folding and fusion.");
 
     m.def(
         "expected_weights",
@@ -128,7 +156,8 @@ void bind_network(py::module_& m) {
             py::list out;
             for (const auto& slots : Network::expected_weights(layers, input, source)) {
                 py::list row;
-                for (const auto& s : slots) row.append(py::make_tuple(s.name, to_tuple(s.shape), s.count_only, s.ignored));
+                for (const auto& s : slots)
+                    row.append(py::make_tuple(s.name, to_tuple(s.shape), s.count_only, s.ignored));
                 out.append(row);
             }
             return out;

@@ -95,9 +95,9 @@ py::list plan(const std::shared_ptr<Network>& net, int batch, bool allow_tf32) {
         d["op"] = to_string(s.op);
         d["layers"] = s.layers;
         d["out"] = py::make_tuple(batch, s.out.c, s.out.h, s.out.w);
-        d["cudnn_out"] = cudnn_op ? py::object(py::make_tuple(p.cudnn_out[0], p.cudnn_out[1], p.cudnn_out[2],
-                                                              p.cudnn_out[3]))
-                                  : py::object(py::none());
+        d["cudnn_out"] =
+            cudnn_op ? py::object(py::make_tuple(p.cudnn_out[0], p.cudnn_out[1], p.cudnn_out[2], p.cudnn_out[3]))
+                     : py::object(py::none());
         d["cudnn_pad"] = py::make_tuple(p.padding.pad_h, p.padding.pad_w);
         d["prepad"] = py::make_tuple(q.top, q.bottom, q.left, q.right);
         d["pad_value"] = p.pad_value;

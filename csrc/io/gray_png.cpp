@@ -81,9 +81,10 @@ bool decode(Source* source, int height, int width, uint8_t* out) {
     }
     png_set_read_fn(png, source, read_from_memory);
     png_read_info(png, info);
-    if (png_get_image_width(png, info) != png_uint_32(width) || png_get_image_height(png, info) != png_uint_32(height)
-        || png_get_bit_depth(png, info) != 8 || png_get_color_type(png, info) != PNG_COLOR_TYPE_GRAY
-        || png_get_interlace_type(png, info) != PNG_INTERLACE_NONE || png_get_rowbytes(png, info) != size_t(width)) {
+    if (png_get_image_width(png, info) != png_uint_32(width) ||
+        png_get_image_height(png, info) != png_uint_32(height) || png_get_bit_depth(png, info) != 8 ||
+        png_get_color_type(png, info) != PNG_COLOR_TYPE_GRAY ||
+        png_get_interlace_type(png, info) != PNG_INTERLACE_NONE || png_get_rowbytes(png, info) != size_t(width)) {
         png_destroy_read_struct(&png, &info, nullptr);
         return false;
     }

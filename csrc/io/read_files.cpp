@@ -1,9 +1,9 @@
 #include "read_files.h"
 
-#include <cerrno>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <cerrno>
 
 namespace lenet {
 
@@ -12,7 +12,7 @@ namespace {
 int read_one(const std::string& path, size_t max_bytes, std::string& out) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return errno;
-    struct stat st {};
+    struct stat st{};
     int error = 0;
     if (::fstat(fd, &st) != 0) {
         error = errno;

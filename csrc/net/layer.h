@@ -29,6 +29,7 @@ struct Tensor {
 };
 
 // X(type, name, default, what it means)
+// clang-format off: one table entry per line, as written
 #define LENET_LAYER_FIELDS(X)                                                                                        \
     X(std::string, kind, "", "the layer table's name of the layer: conv2d, dense, batch_norm, ...")              \
     X(std::string, name, "", "the Keras layer name, for messages")                                                \
@@ -63,6 +64,7 @@ struct Tensor {
     X(bool, antialias, false, "resizing: antialiased downscaling")                                                \
     X(bool, keepdims, false, "global pooling: keep the 1x1 spatial dimensions")                                   \
     X(std::string, data_format, "", "the layer's data_format: channels_last, channels_first, or empty")
+// clang-format on
 
 struct LayerSpec {
 #define LENET_DECLARE_FIELD(type, field, init, doc) type field = init;

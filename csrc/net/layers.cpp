@@ -122,7 +122,8 @@ Step make_step(OpKind op, Dims out, const LayerSpec& l) {
 // Softmax over a Keras axis, which must be the canonical channel axis.
 void check_softmax_axis(const LayerContext& c, const Shape& s) {
     const int keras = c.l.axes.empty() ? -1 : c.l.axes[0];
-    if (c.l.axes.size() > 1) c.fail_unsupported("softmax over several axes " + tuple_str(c.l.axes) + " is not supported");
+    if (c.l.axes.size() > 1)
+        c.fail_unsupported("softmax over several axes " + tuple_str(c.l.axes) + " is not supported");
     if (c.canonical_axis(s, keras, "softmax axis") != 2)
         c.fail_unsupported("softmax over axis " + std::to_string(keras) + " of " + s.str() +
                            " is not supported (only over the channel axis)");
@@ -165,8 +166,8 @@ int emit_in_order(Lowering& low, const LayerSpec& l, int value, Dims d, std::vec
         last = a;
     }
     if (trivial) return value;
-    Step s = make_step(OpKind::permute, Dims{int(extent(d, full[0])), int(extent(d, full[1])), int(extent(d, full[2]))},
-                       l);
+    Step s =
+        make_step(OpKind::permute, Dims{int(extent(d, full[0])), int(extent(d, full[1])), int(extent(d, full[2]))}, l);
     s.perm = {full[0], full[1], full[2]};
     return low.emit(std::move(s), value);
 }
@@ -181,7 +182,8 @@ Shape from_keras(const LayerContext& c, const std::vector<int64_t>& k) {
     Dims d;
     if (k.size() == 1) d = {1, 1, int(k[0])};
     if (k.size() == 2) d = {1, int(k[0]), int(k[1])};
-    if (k.size() == 3) d = c.channels_first ? Dims{int(k[1]), int(k[2]), int(k[0])} : Dims{int(k[0]), int(k[1]), int(k[2])};
+    if (k.size() == 3)
+        d = c.channels_first ? Dims{int(k[1]), int(k[2]), int(k[0])} : Dims{int(k[0]), int(k[1]), int(k[2])};
     return c.make(int(k.size()), d);
 }
 
@@ -201,8 +203,8 @@ Window check_window(const LayerContext& c, bool dilated) {
         c.check_range("dilation", l.dilation[0], 1, limits::kDilation);
         c.check_range("dilation", l.dilation[1], 1, limits::kDilation);
     }
-    return {l.kernel[0], l.kernel[1], l.strides[0], l.strides[1], dilated ? l.dilation[0] : 1,
-            dilated ? l.dilation[1] : 1};
+    return {
+        l.kernel[0], l.kernel[1], l.strides[0], l.strides[1], dilated ? l.dilation[0] : 1, dilated ? l.dilation[1] : 1};
 }
 
 // Output height/width of a window over an image, and its 'same' pads.
@@ -397,8 +399,7 @@ Shape resize_infer(const LayerContext& c, std::vector<WeightSlot>&) {
     if (c.l.interpolation != "bilinear" && c.l.interpolation != "nearest")
         c.fail_unsupported("interpolation '" + c.l.interpolation + "' is not supported (bilinear, nearest)");
     const Crop box = resize_crop(c, x.d, oh, ow);
-    if (c.l.antialias && (oh < box.h || ow < box.w))
-        c.fail_unsupported("antialiased downscaling is not supported");
+    if (c.l.antialias && (oh < box.h || ow < box.w)) c.fail_unsupported("antialiased downscaling is not supported");
     return c.make(x.rank, Dims{oh, ow, x.d.c});
 }
 
@@ -417,7 +418,8 @@ void resize_lower(const LayerContext& c, const Shape& out, Lowering& low) {
 // 'channels_first') first moves the first axis last.
 std::vector<int> flatten_order(const LayerContext& c, const Shape& x) {
     std::vector<int> order = keras_axes(x);
-    if (c.l.data_format == "channels_first" && order.size() > 1) std::rotate(order.begin(), order.begin() + 1, order.end());
+    if (c.l.data_format == "channels_first" && order.size() > 1)
+        std::rotate(order.begin(), order.begin() + 1, order.end());
     return order;
 }
 

@@ -2,7 +2,8 @@
 
 namespace lenet {
 
-std::vector<float> dense_rows_unpermute(const std::vector<float>& w, Dims in, const std::array<int, 3>& perm, int units) {
+std::vector<float> dense_rows_unpermute(const std::vector<float>& w, Dims in, const std::array<int, 3>& perm,
+                                        int units) {
     std::vector<float> out(w.size());
     const int ext[3] = {in.h, in.w, in.c};
     const int o1 = ext[perm[1]], o2 = ext[perm[2]];

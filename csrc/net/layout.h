@@ -12,7 +12,8 @@ namespace lenet {
 
 // Dense rows that follow a permute step's output (its input `in` with axes
 // reordered by `perm`, see Step) reordered to follow `in` itself in H,W,C order.
-std::vector<float> dense_rows_unpermute(const std::vector<float>& w, Dims in, const std::array<int, 3>& perm, int units);
+std::vector<float> dense_rows_unpermute(const std::vector<float>& w, Dims in, const std::array<int, 3>& perm,
+                                        int units);
 // Dense rows in H,W,C order to C,H,W order, for backends that hold activations in NCHW.
 std::vector<float> dense_rows_hwc_to_chw(const std::vector<float>& w, Dims in, int units);
 // Conv kernel (kh, kw, in, out) to (out, in, kh, kw), cuDNN's NCHW filter layout.

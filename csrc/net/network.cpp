@@ -101,7 +101,8 @@ void check_output(const LayerContext& c, const Shape& s) {
 void check_weights(const LayerContext& c, const std::vector<WeightSlot>& slots) {
     const LayerSpec& l = c.l;
     for (const auto& w : l.weights) {
-        const auto it = std::find_if(slots.begin(), slots.end(), [&](const WeightSlot& s) { return s.name == w.first; });
+        const auto it =
+            std::find_if(slots.begin(), slots.end(), [&](const WeightSlot& s) { return s.name == w.first; });
         if (it == slots.end()) c.fail_file("has a weight '" + w.first + "' that a " + l.kind + " layer does not take");
     }
     for (const WeightSlot& s : slots) {
@@ -115,7 +116,8 @@ void check_weights(const LayerContext& c, const std::vector<WeightSlot>& slots) 
         for (auto v : t->shape) have *= v;
         // count_only: any shape of that many values, or one value for all (broadcast).
         if (s.count_only ? have != want && have != 1 : t->shape != s.shape)
-            c.fail_file("weight '" + s.name + "' has shape " + tuple_str(t->shape) + ", expected " + tuple_str(s.shape));
+            c.fail_file("weight '" + s.name + "' has shape " + tuple_str(t->shape) + ", expected " +
+                        tuple_str(s.shape));
         if (int64_t(t->data.size()) != have)
             c.fail_file("weight '" + s.name + "' holds " + std::to_string(t->data.size()) + " values for shape " +
                         tuple_str(t->shape));
@@ -185,9 +187,10 @@ Analysis analyze(const std::vector<LayerSpec>& layers, const std::vector<int64_t
         const int n = int(l.inputs.size());
         if (n < rule->min_inputs || n > rule->max_inputs)
             fail_layer(source, l,
-                       "takes " + (rule->min_inputs == rule->max_inputs ? std::to_string(rule->min_inputs)
-                                                                        : std::to_string(rule->min_inputs) + " to " +
-                                                                              std::to_string(rule->max_inputs)) +
+                       "takes " +
+                           (rule->min_inputs == rule->max_inputs
+                                ? std::to_string(rule->min_inputs)
+                                : std::to_string(rule->min_inputs) + " to " + std::to_string(rule->max_inputs)) +
                            (rule->max_inputs == 1 ? " input" : " inputs") + ", got " + std::to_string(n),
                        true);
         std::vector<Shape> in;
@@ -262,10 +265,9 @@ struct StepGraph {
     // Step i done by the step it reads (which now ends where i ended).
     void into_producer(int i) {
         Step& p = steps[producer(i)];
-        const std::string& n = p.layers, &add = steps[i].layers;
+        const std::string &n = p.layers, &add = steps[i].layers;
         // An activation of the same Keras layer (Dense(activation=...)) adds no name.
-        if (!(n.size() >= add.size() && n.compare(n.size() - add.size(), add.size(), add) == 0))
-            p.layers += "+" + add;
+        if (!(n.size() >= add.size() && n.compare(n.size() - add.size(), add.size(), add) == 0)) p.layers += "+" + add;
         replace(i, producer(i));
     }
     // Step i done by its one reader r (which now starts where i started).
@@ -329,8 +331,7 @@ bool large_shift(const Step& a) {
 bool affine_into_producer(StepGraph& g, int i) {
     const Step& a = g.steps[i];
     const int p = g.producer(i);
-    if (a.op != OpKind::affine || p < 0 || !weighted(g.steps[p]) || !g.steps[p].act.linear() ||
-        g.sole_reader(p) != i)
+    if (a.op != OpKind::affine || p < 0 || !weighted(g.steps[p]) || !g.steps[p].act.linear() || g.sole_reader(p) != i)
         return false;
     Step& s = g.steps[p];
     const size_t co = size_t(s.out.c);
@@ -396,8 +397,8 @@ bool affine_into_reader(StepGraph& g, int i) {
     const int r = a.op == OpKind::affine ? g.sole_reader(i) : -1;
     if (r < 0 || g.steps[r].inputs.size() != 1) return false;
     Step& s = g.steps[r];
-    const bool exact = s.op == OpKind::dense || (s.op == OpKind::conv2d && s.groups == 1 &&
-                                                 (!s.pad.any() || all_zero(a.shift)));
+    const bool exact =
+        s.op == OpKind::dense || (s.op == OpKind::conv2d && s.groups == 1 && (!s.pad.any() || all_zero(a.shift)));
     if (!exact || s.in != a.out) return false;
     if (large_shift(a)) return false;
     const size_t co = size_t(s.out.c), ci = size_t(a.out.c), rows = s.weights.size() / co;
@@ -427,8 +428,8 @@ bool merge_reshapes(StepGraph& g, int i) {
 }
 
 constexpr bool (*kRewrites[])(StepGraph&, int) = {
-    pad_into_conv,      affine_into_producer, affine_into_affine, activation_into_producer, flatten_into_dense,
-    permute_into_dense, affine_into_reader,   merge_reshapes,
+    pad_into_conv,      affine_into_producer, affine_into_affine, activation_into_producer,
+    flatten_into_dense, permute_into_dense,   affine_into_reader, merge_reshapes,
 };
 
 // One round of every rewrite over the live steps; returns whether anything changed.
@@ -480,10 +481,8 @@ Network::Network(std::vector<LayerSpec> layers, const std::vector<int64_t>& inpu
     layers.clear();
 
     StepGraph g(steps_, value_of.back());
-    while (rewrite(g)) {
-    }
-    if (g.output < 0)
-        throw UnsupportedModelError(source_ + ": the model computes nothing (its output is its input)");
+    while (rewrite(g)) {}
+    if (g.output < 0) throw UnsupportedModelError(source_ + ": the model computes nothing (its output is its input)");
 
     // Drop the dead steps, renumbering the inputs.
     std::vector<int> index(steps_.size(), -1);

@@ -52,9 +52,11 @@ struct Shape {
 // negative slope, max_value, threshold (Keras' ReLU); elu: alpha; hard_sigmoid /
 // hard_swish: clip(alpha * x + beta, 0, 1). The math is in
 // backends/activation_math.h, shared by every backend.
+// clang-format off: one table entry per line, as written
 #define LENET_ACTIVATIONS(X) \
     X(linear) X(relu) X(elu) X(selu) X(gelu) X(gelu_tanh) X(tanh) X(sigmoid) X(hard_sigmoid) X(hard_swish) X(swish) \
     X(softplus) X(softsign) X(exponential) X(mish)
+// clang-format on
 
 enum class Act {
 #define LENET_ENUM_VALUE(n) n,
@@ -69,21 +71,43 @@ struct Activation {
     bool linear() const { return kind == Act::linear; }
     // max(x, 0): the form kernels apply in registers (and cuDNN fuses).
     bool plain_relu() const {
-        return kind == Act::relu && alpha == 0.f && threshold == 0.f && max_value == std::numeric_limits<float>::infinity();
+        return kind == Act::relu && alpha == 0.f && threshold == 0.f &&
+               max_value == std::numeric_limits<float>::infinity();
     }
     // Never decreasing: it commutes with max pooling (a fused conv + pool may pool first).
     bool monotonic() const {
         switch (kind) {
-            case Act::gelu: case Act::gelu_tanh: case Act::swish: case Act::mish: case Act::hard_swish: return false;
-            case Act::relu: case Act::elu: case Act::hard_sigmoid: return alpha >= 0.f;
+            case Act::gelu:
+            case Act::gelu_tanh:
+            case Act::swish:
+            case Act::mish:
+            case Act::hard_swish: return false;
+            case Act::relu:
+            case Act::elu:
+            case Act::hard_sigmoid: return alpha >= 0.f;
             default: return true;
         }
     }
     std::string str() const;
 };
 
-enum class OpKind { conv2d, max_pool2d, avg_pool2d, pad2d, dense, affine, activation, prelu, softmax, resize, reshape,
-                    permute, merge, concat, layer_norm };
+enum class OpKind {
+    conv2d,
+    max_pool2d,
+    avg_pool2d,
+    pad2d,
+    dense,
+    affine,
+    activation,
+    prelu,
+    softmax,
+    resize,
+    reshape,
+    permute,
+    merge,
+    concat,
+    layer_norm
+};
 const char* to_string(OpKind k);
 
 enum class Merge { add, subtract, multiply, average, maximum, minimum };
@@ -107,13 +131,13 @@ struct Step {
     std::vector<float> bias;             // conv, dense: one per output channel (zeros if none)
     std::vector<float> scale, shift;     // affine: y = x * scale[c] + shift[c]; prelu: scale = alpha, (h, w, c);
                                          // layer_norm: gamma, beta
-    float epsilon = 0.f;                 // layer_norm: each pixel's channels normalized, (x - mean) / sqrt(var + eps)
+    float epsilon = 0.f;  // layer_norm: each pixel's channels normalized, (x - mean) / sqrt(var + eps)
     Merge merge = Merge::add;
-    int axis = 2;                        // concat: 0 = h, 1 = w, 2 = c
-    std::array<int, 3> perm{0, 1, 2};    // permute: output axis i is input axis perm[i] (0 h, 1 w, 2 c)
-    bool nearest = false;                // resize: nearest instead of bilinear (pad: the crop, if any)
-    bool log = false;                    // softmax: its logarithm, x - max - log(sum(exp(x - max)))
-    std::string layers;                  // the Keras layers this step implements, for summary()
+    int axis = 2;  // concat: 0 = h, 1 = w, 2 = c
+    std::array<int, 3> perm{0, 1, 2};  // permute: output axis i is input axis perm[i] (0 h, 1 w, 2 c)
+    bool nearest = false;  // resize: nearest instead of bilinear (pad: the crop, if any)
+    bool log = false;  // softmax: its logarithm, x - max - log(sum(exp(x - max)))
+    std::string layers;  // the Keras layers this step implements, for summary()
     bool depthwise() const { return op == OpKind::conv2d && groups > 1 && groups == in.c && out.c % groups == 0; }
 };
 

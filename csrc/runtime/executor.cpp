@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "../support/errors.h"
 #include "../net/layout.h"
+#include "../support/errors.h"
 
 namespace lenet {
 

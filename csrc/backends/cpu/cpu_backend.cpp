@@ -40,7 +40,7 @@ public:
     std::string name() const override { return "cpu"; }
     std::string description() const override {
         return "CPU, " + std::to_string(threads_) + " thread" + (threads_ > 1 ? "s" : "") + ", " +
-               (nchw_   ? std::string("NCHW kernels (the CUDA backend's layout), ")
+               (nchw_    ? std::string("NCHW kernels (the CUDA backend's layout), ")
                 : table_ ? std::string(table_->isa) + " kernels, "
                          : std::string("BLAS kernels, ")) +
                blas::config();

@@ -21,8 +21,8 @@ std::vector<const KernelTable*> supported_tables() {
 #if !defined(LENET_GENERIC_ONLY)
     __builtin_cpu_init();
     // GCC's checks include the OS saving the wider registers (XGETBV).
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma"))
         tables.push_back(&kTable_avx512);
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) tables.push_back(&kTable_avx2);
 #endif
@@ -124,8 +124,7 @@ double measure_mac_rate(int threads, double seconds) {
             sink.store(s);
             double cur = total.load();
             const double rate = double(iters) * double(best->macs_per_iter) / dt / 1e9;
-            while (!total.compare_exchange_weak(cur, cur + rate)) {
-            }
+            while (!total.compare_exchange_weak(cur, cur + rate)) {}
         });
     for (auto& t : pool) t.join();
     return total.load() / threads;

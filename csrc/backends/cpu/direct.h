@@ -104,9 +104,13 @@ struct CacheAligned {
     T* allocate(size_t n);
     void deallocate(T* p, size_t) noexcept;
     template <class U>
-    bool operator==(const CacheAligned<U>&) const { return true; }
+    bool operator==(const CacheAligned<U>&) const {
+        return true;
+    }
     template <class U>
-    bool operator!=(const CacheAligned<U>&) const { return false; }
+    bool operator!=(const CacheAligned<U>&) const {
+        return false;
+    }
 };
 template <class T>
 T* CacheAligned<T>::allocate(size_t n) {

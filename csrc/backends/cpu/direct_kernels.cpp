@@ -456,9 +456,10 @@ float mac_loop(int64_t iters) {
 }  // namespace LENET_ISA
 
 extern const KernelTable LENET_CAT(kTable_, LENET_ISA);
-const KernelTable LENET_CAT(kTable_, LENET_ISA) = {LENET_STR(LENET_ISA), &LENET_ISA::conv,
-                                                  &LENET_ISA::conv_rows_pool, &LENET_ISA::pool,
-                                                  &LENET_ISA::winograd_in, &LENET_ISA::winograd_out,
-                                                  &LENET_ISA::mac_loop, int64_t(LENET_ISA::kChains) * LENET_ISA::kWidth};
+const KernelTable LENET_CAT(kTable_, LENET_ISA) = {
+    LENET_STR(LENET_ISA),       &LENET_ISA::conv,
+    &LENET_ISA::conv_rows_pool, &LENET_ISA::pool,
+    &LENET_ISA::winograd_in,    &LENET_ISA::winograd_out,
+    &LENET_ISA::mac_loop,       int64_t(LENET_ISA::kChains) * LENET_ISA::kWidth};
 
 }  // namespace lenet::cpu

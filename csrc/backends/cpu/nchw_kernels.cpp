@@ -37,8 +37,9 @@ public:
         for (int64_t b = 0; b < n; ++b)
             for (int c = 0; c < in.c; ++c)
                 for (int y = 0; y < in.h; ++y)
-                    std::copy_n(x + nchw::flat(b, c, y, 0, in), in.w,
-                                buffer_.data() + nchw::flat(b, c, y + padding_.prepad.top, padding_.prepad.left, dims_));
+                    std::copy_n(
+                        x + nchw::flat(b, c, y, 0, in), in.w,
+                        buffer_.data() + nchw::flat(b, c, y + padding_.prepad.top, padding_.prepad.left, dims_));
         return buffer_.data();
     }
     Dims dims() const { return dims_; }

@@ -26,8 +26,7 @@ struct PackedStep : StepConstants {
 // kernel is (in, out)); a depthwise convolution gets loops of its own. The
 // Network owns the Steps and the backend the packed weights; both outlive every
 // plan.
-std::unique_ptr<Kernel> make_conv2d(const Step& s, const KernelTable* table, const PackedWeights* packed,
-                                    int capacity);
+std::unique_ptr<Kernel> make_conv2d(const Step& s, const KernelTable* table, const PackedWeights* packed, int capacity);
 // A direct convolution followed by the 2x2 / 2 max pool `pool` (no padding).
 std::unique_ptr<Kernel> make_conv2d_pool(const Step& conv, const Step& pool, const KernelTable& table,
                                          const PackedWeights& packed);

@@ -9,14 +9,26 @@ namespace {
 
 class Pool2d : public Kernel {
 public:
-    Pool2d(const Step& s, const KernelTable& table)
-        : s_(s), table_(table), row_(size_t(s.in.w) * s.in.c) {}
+    Pool2d(const Step& s, const KernelTable& table) : s_(s), table_(table), row_(size_t(s.in.w) * s.in.c) {}
 
     void run(Inputs xs, float* y, int n, ThreadPool*) override {
         const float* x = xs[0];
         const Dims in = s_.in, out = s_.out;
-        PoolArgs a{nullptr, in.h, in.w, in.c, out.h, out.w, s_.kh, s_.kw, s_.sh, s_.sw, s_.pad.top, s_.pad.left,
-                   s_.op == OpKind::max_pool2d, row_.data(), nullptr};
+        PoolArgs a{nullptr,
+                   in.h,
+                   in.w,
+                   in.c,
+                   out.h,
+                   out.w,
+                   s_.kh,
+                   s_.kw,
+                   s_.sh,
+                   s_.sw,
+                   s_.pad.top,
+                   s_.pad.left,
+                   s_.op == OpKind::max_pool2d,
+                   row_.data(),
+                   nullptr};
         for (int b = 0; b < n; ++b) {
             a.x = x + b * in.size();
             a.y = y + b * out.size();

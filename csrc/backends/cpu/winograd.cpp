@@ -46,8 +46,18 @@ public:
         const Dims out = pool_ ? pool_->out : s_.out;
         const int co = s_.out.c, ci = w_.ci;
         const int count = th_ * tw_;
-        WinogradArgs a{w_.alpha, tiles_.data(), 0, size_t(pw_) * ci, ci, v_.data(),
-                       m_.data(), co, ldm_, w_.bias.data(), pool_ != nullptr, s_.act.plain_relu(),
+        WinogradArgs a{w_.alpha,
+                       tiles_.data(),
+                       0,
+                       size_t(pw_) * ci,
+                       ci,
+                       v_.data(),
+                       m_.data(),
+                       co,
+                       ldm_,
+                       w_.bias.data(),
+                       pool_ != nullptr,
+                       s_.act.plain_relu(),
                        size_t(out.w) * co};
         for (int b = 0; b < n; ++b) {
             load(xs[0] + b * in.size());
@@ -96,9 +106,26 @@ private:
         const int positions = w_.alpha * w_.alpha;
         auto run = [&](int first, int last) {
             for (int p = first; p < last; ++p) {
-                const ConvArgs g{v_.data() + size_t(p) * count * w_.ci, 1, count, w_.ci, 1, count, 1, 1, 1, 1,
-                                 w_.u.data() + p * w_.stride, nullptr, w_.zeros.data(), s_.out.c, false,
-                                 m_.data() + size_t(p) * count * ldm_, ldm_, 0, 1, false};
+                const ConvArgs g{v_.data() + size_t(p) * count * w_.ci,
+                                 1,
+                                 count,
+                                 w_.ci,
+                                 1,
+                                 count,
+                                 1,
+                                 1,
+                                 1,
+                                 1,
+                                 w_.u.data() + p * w_.stride,
+                                 nullptr,
+                                 w_.zeros.data(),
+                                 s_.out.c,
+                                 false,
+                                 m_.data() + size_t(p) * count * ldm_,
+                                 ldm_,
+                                 0,
+                                 1,
+                                 false};
                 table_.conv(g);
             }
         };

@@ -31,7 +31,8 @@ inline void check(cudnnStatus_t s, const char* call, const char* file, int line)
     if (s != CUDNN_STATUS_SUCCESS) {
         char detail[512] = {0};
         lib::cudnnGetLastErrorString(detail, sizeof(detail));
-        fail(call, file, line, std::string(lib::cudnnGetErrorString(s)) + (detail[0] ? std::string(" (") + detail + ")" : ""));
+        fail(call, file, line,
+             std::string(lib::cudnnGetErrorString(s)) + (detail[0] ? std::string(" (") + detail + ")" : ""));
     }
 }
 

@@ -89,9 +89,9 @@ public:
         if (choice_.fused) {
             // y = relu(conv(x) + bias); z = y with alpha2 = 0 as cuDNN requires a z tensor.
             LENET_CHECK(lib::cudnnConvolutionBiasActivationForward(
-                ctx_.cudnn.get(), &kOne, prepad_.desc(p_), src, p_.w.get(), f(k_.weights), p_.conv.get(),
-                choice_.algo, workspace_.get(), choice_.workspace, &kZero, p_.y.get(), y, p_.bias.get(), f(k_.bias),
-                p_.act.get(), p_.y.get(), y));
+                ctx_.cudnn.get(), &kOne, prepad_.desc(p_), src, p_.w.get(), f(k_.weights), p_.conv.get(), choice_.algo,
+                workspace_.get(), choice_.workspace, &kZero, p_.y.get(), y, p_.bias.get(), f(k_.bias), p_.act.get(),
+                p_.y.get(), y));
             return;
         }
         LENET_CHECK(lib::cudnnConvolutionForward(ctx_.cudnn.get(), &kOne, prepad_.desc(p_), src, p_.w.get(),
@@ -103,7 +103,8 @@ public:
     }
 
     Facts facts() const override {
-        const bool tensor = choice_.math == CUDNN_TENSOR_OP_MATH || choice_.math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+        const bool tensor =
+            choice_.math == CUDNN_TENSOR_OP_MATH || choice_.math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
         return {{"algorithm", std::string(algorithm_name(choice_.algo))},
                 {"math", std::string(tensor ? "TF32" : "FP32")},
                 {"deterministic", choice_.deterministic},
@@ -120,9 +121,9 @@ private:
     cudnnStatus_t try_algorithm(cudnnConvolutionFwdAlgo_t algo, size_t workspace_bytes, const float* x, float* y,
                                 std::vector<float>* out) {
         DeviceMemory workspace = device_alloc(workspace_bytes);
-        const cudnnStatus_t st = lib::cudnnConvolutionForward(ctx_.cudnn.get(), &kOne, prepad_.desc(p_), x, p_.w.get(),
-                                                              f(k_.weights), p_.conv.get(), algo, workspace.get(),
-                                                              workspace_bytes, &kZero, p_.y.get(), y);
+        const cudnnStatus_t st =
+            lib::cudnnConvolutionForward(ctx_.cudnn.get(), &kOne, prepad_.desc(p_), x, p_.w.get(), f(k_.weights),
+                                         p_.conv.get(), algo, workspace.get(), workspace_bytes, &kZero, p_.y.get(), y);
         if (st == CUDNN_STATUS_SUCCESS) *out = download(ctx_, y, probe_outputs());
         return st;
     }
@@ -159,8 +160,8 @@ private:
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         int returned = 0;
         LENET_CHECK(lib::cudnnFindConvolutionForwardAlgorithmEx(
-            ctx_.cudnn.get(), prepad_.desc(p_), x.get(), p_.w.get(), f(k_.weights), p_.conv.get(), p_.y.get(),
-            y.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, scratch.get(), kFindWorkspaceLimit));
+            ctx_.cudnn.get(), prepad_.desc(p_), x.get(), p_.w.get(), f(k_.weights), p_.conv.get(), p_.y.get(), y.get(),
+            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perf, scratch.get(), kFindWorkspaceLimit));
         scratch.reset();
         std::vector<AlgoCandidate> candidates;
         for (int i = 0; i < returned; ++i)
@@ -183,16 +184,16 @@ private:
             no_reference = "IMPLICIT_GEMM not available for this shape";
         } else {
             LENET_CHECK(lib::cudnnSetConvolutionMathType(p_.conv.get(), CUDNN_FMA_MATH));
-            const cudnnStatus_t st = try_algorithm(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, ref_workspace, f(x),
-                                                   f(y), &reference);
+            const cudnnStatus_t st =
+                try_algorithm(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, ref_workspace, f(x), f(y), &reference);
             if (st != CUDNN_STATUS_SUCCESS) no_reference = "IMPLICIT_GEMM failed: " + status_text(st);
         }
 
         ConvChoice c;
         std::string passed_over;
         for (int i : ranked) {
-            LENET_CHECK(lib::cudnnSetConvolutionMathType(p_.conv.get(),
-                                                         ctx_.allow_tf32 ? perf[i].mathType : CUDNN_FMA_MATH));
+            LENET_CHECK(
+                lib::cudnnSetConvolutionMathType(p_.conv.get(), ctx_.allow_tf32 ? perf[i].mathType : CUDNN_FMA_MATH));
             std::vector<float> out;
             const cudnnStatus_t st = try_algorithm(perf[i].algo, perf[i].memory, f(x), f(y), &out);
             const std::string name = algorithm_name(perf[i].algo);
@@ -218,9 +219,12 @@ private:
             break;
         }
         if (c.checked.empty())
-            throw CudaError("cuDNN: no convolution algorithm for '" + s.layers + "' gives FP32's numbers" + passed_over);
-        if (!ctx_.allow_tf32) LENET_CHECK(lib::cudnnSetConvolutionMathType(p_.conv.get(), CUDNN_FMA_MATH));
-        else LENET_CHECK(lib::cudnnSetConvolutionMathType(p_.conv.get(), c.math));
+            throw CudaError("cuDNN: no convolution algorithm for '" + s.layers + "' gives FP32's numbers" +
+                            passed_over);
+        if (!ctx_.allow_tf32)
+            LENET_CHECK(lib::cudnnSetConvolutionMathType(p_.conv.get(), CUDNN_FMA_MATH));
+        else
+            LENET_CHECK(lib::cudnnSetConvolutionMathType(p_.conv.get(), c.math));
 
         c.fusion = p_.fusion.why;
         if (p_.fusion.tried) decide_fusion(c, f(x), f(y));
@@ -247,7 +251,8 @@ private:
             ActDesc act = relu_desc(nan);
             const cudnnStatus_t st = lib::cudnnConvolutionBiasActivationForward(
                 ctx_.cudnn.get(), &kOne, prepad_.desc(p_), x, p_.w.get(), f(k_.weights), p_.conv.get(), c.algo,
-                workspace.get(), c.workspace, &kZero, p_.y.get(), y, p_.bias.get(), f(k_.bias), act.get(), p_.y.get(), y);
+                workspace.get(), c.workspace, &kZero, p_.y.get(), y, p_.bias.get(), f(k_.bias), act.get(), p_.y.get(),
+                y);
             if (st != CUDNN_STATUS_SUCCESS) {
                 refused += (refused.empty() ? "" : "; ") + status_text(st);
                 continue;
@@ -263,7 +268,8 @@ private:
             c.fusion = nan == CUDNN_PROPAGATE_NAN
                            ? "cudnnConvolutionBiasActivationForward, NaN propagating"
                            : "cudnnConvolutionBiasActivationForward, NaN not propagated (ReLU(NaN) = 0; with NaN "
-                             "propagation cuDNN refused: " + refused + ")";
+                             "propagation cuDNN refused: " +
+                                 refused + ")";
             return;
         }
         c.fusion = "cuDNN refused the fused call (" + refused + "): bias and ReLU in one kernel";

@@ -45,8 +45,8 @@ public:
         LENET_CHECK(lib::cudnnSetStream(ctx_.cudnn.get(), stream));
         LENET_CHECK(lib::cublasSetStream(ctx_.cublas.get(), stream));
         // After cublasSetStream, which resets the workspace to cuBLAS' own pool.
-        LENET_CHECK(lib::cublasSetWorkspace(ctx_.cublas.get(), ctx_.cublas_workspace.get(),
-                                            ctx_.cublas_workspace_bytes));
+        LENET_CHECK(
+            lib::cublasSetWorkspace(ctx_.cublas.get(), ctx_.cublas_workspace.get(), ctx_.cublas_workspace_bytes));
         // CUBLAS_DEFAULT_MATH keeps SGEMM at FP32 or better (TF32 has fewer mantissa
         // bits, so it is never used); TF32 tensor cores only when asked. Read back, so
         // that describe()'s "FP32" is what cuBLAS holds.

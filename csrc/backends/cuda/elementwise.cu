@@ -117,12 +117,12 @@ void launch_concat(const float* x, float* y, int n, Dims in, Dims out, int axis,
     if (count) concat<<<blocks(count), kThreads, 0, s>>>(x, y, count, in, out, axis, offset);
 }
 
-void launch_merge(const float* const* x, int inputs, float* y, int64_t count, Merge op, bool accumulate,
-                  float divide, cudaStream_t s) {
+void launch_merge(const float* const* x, int inputs, float* y, int64_t count, Merge op, bool accumulate, float divide,
+                  cudaStream_t s) {
     MergeInputs in{};
     for (int k = 0; k < inputs && k < kMergeInputs; ++k) in.p[k] = x[k];
-    if (count) merge<<<blocks(count), kThreads, 0, s>>>(in, std::min(inputs, kMergeInputs), y, count, op, accumulate,
-                                                        divide);
+    if (count)
+        merge<<<blocks(count), kThreads, 0, s>>>(in, std::min(inputs, kMergeInputs), y, count, op, accumulate, divide);
 }
 
 void launch_layer_norm(const float* x, float* y, int n, Dims d, const float* gamma, const float* beta, float epsilon,

@@ -30,15 +30,14 @@ void launch_pad(const float* x, float* y, int n, Dims in, Dims out, int top, int
 // A reshape of the canonical (H, W, C order) values between NCHW tensors of dims in and out.
 void launch_reshape(const float* x, float* y, int n, Dims in, Dims out, cudaStream_t s);
 // A permute step (Step::perm) between NCHW tensors.
-void launch_permute(const float* x, float* y, int n, Dims in, Dims out, const std::array<int, 3>& perm,
-                    cudaStream_t s);
+void launch_permute(const float* x, float* y, int n, Dims in, Dims out, const std::array<int, 3>& perm, cudaStream_t s);
 // One input of a concatenation along canonical axis `axis` (0 h, 1 w, 2 c), placed at `offset` along it.
 void launch_concat(const float* x, float* y, int n, Dims in, Dims out, int axis, int offset, cudaStream_t s);
 // y = op(x[0], x[1], ...) element-wise over up to kMergeInputs inputs; with `accumulate`, y is the
 // first operand (a merge of more inputs runs in several launches). `divide`: average's final division.
 constexpr int kMergeInputs = 8;
-void launch_merge(const float* const* x, int inputs, float* y, int64_t count, Merge op, bool accumulate,
-                  float divide, cudaStream_t s);
+void launch_merge(const float* const* x, int inputs, float* y, int64_t count, Merge op, bool accumulate, float divide,
+                  cudaStream_t s);
 // Layer normalization of each pixel's channels of n NCHW images of dims d: (x - mean) *
 // rsqrt(var + eps) * gamma[c] + beta[c]; one thread per pixel.
 void launch_layer_norm(const float* x, float* y, int n, Dims d, const float* gamma, const float* beta, float epsilon,

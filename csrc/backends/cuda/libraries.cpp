@@ -20,19 +20,25 @@ std::mutex g_mutex;
 // it (libcudnn.so.9 opens its sub-libraries by soname when first needed and finds
 // these). libcudnn_adv (RNNs, attention) is never used. Opened in this order; the
 // last of each list is the one the entry points come from.
-const std::vector<std::string> kCudnnFiles = {
-    "libcudnn_graph.so.9",     "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9",
-    "libcudnn_heuristic.so.9", "libcudnn_ops.so.9",                 "libcudnn_cnn.so.9",
-    "libcudnn.so.9"};
+const std::vector<std::string> kCudnnFiles = {"libcudnn_graph.so.9",
+                                              "libcudnn_engines_precompiled.so.9",
+                                              "libcudnn_engines_runtime_compiled.so.9",
+                                              "libcudnn_heuristic.so.9",
+                                              "libcudnn_ops.so.9",
+                                              "libcudnn_cnn.so.9",
+                                              "libcudnn.so.9"};
 const std::vector<std::string> kCublasFiles = {"libcublasLt.so.13", "libcublas.so.13"};
 
 // Names the NVIDIA libraries import from one another (cuBLAS from cuBLASLt, cuDNN's
 // sub-libraries from its graph and ops libraries). A definition of one of them in
 // the global scope, from a file that is not the one we load, would capture those
 // calls: then the libraries are opened with RTLD_DEEPBIND (see libraries.h).
-const std::vector<std::string> kCrossReferences = {"cublasLtCtxInit",     "cublasLtMatmul",
-                                                   "cudnnBackendExecute", "cudnnBackendCreateDescriptor",
-                                                   "cudnnSetTensor4dDescriptor", "cudnnGetStream"};
+const std::vector<std::string> kCrossReferences = {"cublasLtCtxInit",
+                                                   "cublasLtMatmul",
+                                                   "cudnnBackendExecute",
+                                                   "cudnnBackendCreateDescriptor",
+                                                   "cudnnSetTensor4dDescriptor",
+                                                   "cudnnGetStream"};
 
 std::string directory_of(const std::string& path) {
     const size_t slash = path.rfind('/');
@@ -128,8 +134,8 @@ LoadReport load_libraries(const std::vector<std::string>& cudnn_candidates,
     }
 
     Api table;
-    auto load = [&](const std::vector<std::string>& candidates, const std::vector<std::string>& files,
-                    const char* what, auto&& fill) -> std::string {
+    auto load = [&](const std::vector<std::string>& candidates, const std::vector<std::string>& files, const char* what,
+                    auto&& fill) -> std::string {
         std::string tried;
         for (const std::string& c : candidates) {
             std::string why;

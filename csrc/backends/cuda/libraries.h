@@ -36,6 +36,7 @@
 
 // Every entry point lenet calls, by its exported name (cublas_v2.h maps
 // cublasCreate to cublasCreate_v2 and so on).
+// clang-format off: one table entry per line, as written
 #define LENET_CUDNN_ENTRY_POINTS(X)                                                                                  \
     X(cudnnGetVersion) X(cudnnGetErrorString) X(cudnnGetLastErrorString) X(cudnnCreate) X(cudnnDestroy)             \
     X(cudnnSetStream) X(cudnnCreateTensorDescriptor) X(cudnnDestroyTensorDescriptor) X(cudnnSetTensor4dDescriptor) \
@@ -47,10 +48,13 @@
     X(cudnnCreateActivationDescriptor) X(cudnnDestroyActivationDescriptor) X(cudnnSetActivationDescriptor)          \
     X(cudnnFindConvolutionForwardAlgorithmEx) X(cudnnConvolutionForward) X(cudnnConvolutionBiasActivationForward)   \
     X(cudnnPoolingForward) X(cudnnSoftmaxForward) X(cudnnSetTensor) X(cudnnTransformTensor)
+// clang-format on
 
+// clang-format off: one table entry per line, as written
 #define LENET_CUBLAS_ENTRY_POINTS(X)                                                                       \
     X(cublasGetProperty) X(cublasGetStatusName) X(cublasGetStatusString) X(cublasCreate_v2) X(cublasDestroy_v2) \
     X(cublasSetStream_v2) X(cublasSetWorkspace_v2) X(cublasSetMathMode) X(cublasGetMathMode) X(cublasSgemm_v2)
+// clang-format on
 
 namespace lenet::cuda {
 

@@ -12,7 +12,8 @@ ActDesc relu_desc(cudnnNanPropagation_t nan) {
 }
 
 StepPlan::Fusion conv_fusion(const Activation& act) {
-    if (act.plain_relu()) return {true, "ReLU: cuDNN's fused conv + bias + ReLU, once checked against the unfused form"};
+    if (act.plain_relu())
+        return {true, "ReLU: cuDNN's fused conv + bias + ReLU, once checked against the unfused form"};
     if (act.linear()) return {false, "no activation: the bias in its own kernel"};
     return {false, "activation " + act.str() + ": cuDNN fuses plain ReLU only; bias and activation in one kernel"};
 }
@@ -44,7 +45,7 @@ StepPlan plan_step(const Step& s, int n, bool allow_tf32) {
         p.padded = tensor_desc(n, s.in.c, hp, wp);
         p.padded_view = create<TensorDesc, lib::cudnnCreateTensorDescriptor>();
         LENET_CHECK(lib::cudnnSetTensor4dDescriptorEx(p.padded_view.get(), CUDNN_DATA_FLOAT, n, s.in.c, s.in.h, s.in.w,
-                                                 s.in.c * hp * wp, hp * wp, wp, 1));
+                                                      s.in.c * hp * wp, hp * wp, wp, 1));
         p.padded_offset = size_t(q.top) * wp + q.left;
         p.pad_value = nchw::pad_value(s);
     }
@@ -55,16 +56,17 @@ StepPlan plan_step(const Step& s, int n, bool allow_tf32) {
         case OpKind::conv2d: {
             p.w = create<FilterDesc, lib::cudnnCreateFilterDescriptor>();
             LENET_CHECK(lib::cudnnSetFilter4dDescriptor(p.w.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.out.c,
-                                                   s.in.c / s.groups, s.kh, s.kw));
+                                                        s.in.c / s.groups, s.kh, s.kw));
             p.conv = create<ConvDesc, lib::cudnnCreateConvolutionDescriptor>();
             // Keras convolution is cross-correlation: no kernel flip.
             LENET_CHECK(lib::cudnnSetConvolution2dDescriptor(p.conv.get(), p.padding.pad_h, p.padding.pad_w, s.sh, s.sw,
-                                                        s.dh, s.dw, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+                                                             s.dh, s.dw, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
             if (s.groups > 1) LENET_CHECK(lib::cudnnSetConvolutionGroupCount(p.conv.get(), s.groups));
             // FMA math forbids TF32 on Ampere and later; DEFAULT permits it.
-            LENET_CHECK(lib::cudnnSetConvolutionMathType(p.conv.get(), allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+            LENET_CHECK(
+                lib::cudnnSetConvolutionMathType(p.conv.get(), allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
             LENET_CHECK(lib::cudnnGetConvolution2dForwardOutputDim(p.conv.get(), in_desc, p.w.get(), &p.cudnn_out[0],
-                                                              &p.cudnn_out[1], &p.cudnn_out[2], &p.cudnn_out[3]));
+                                                                   &p.cudnn_out[1], &p.cudnn_out[2], &p.cudnn_out[3]));
             check_dims(s, p.cudnn_out, n);
             p.bias = tensor_desc(1, s.out.c, 1, 1);
             // NaN propagates, as in TensorFlow; the backend falls back to not propagating
@@ -78,19 +80,17 @@ StepPlan plan_step(const Step& s, int n, bool allow_tf32) {
             p.pool = create<PoolDesc, lib::cudnnCreatePoolingDescriptor>();
             // Over a pre-padded input cuDNN pads nothing, so INCLUDE_PADDING divides by the full
             // window; avg_factor corrects the windows that overlapped TensorFlow's padding.
-            const cudnnPoolingMode_t mode = s.op == OpKind::max_pool2d ? CUDNN_POOLING_MAX
-                                                                       : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
-            LENET_CHECK(lib::cudnnSetPooling2dDescriptor(p.pool.get(), mode, CUDNN_PROPAGATE_NAN, s.kh, s.kw, 0, 0, s.sh,
-                                                    s.sw));
+            const cudnnPoolingMode_t mode =
+                s.op == OpKind::max_pool2d ? CUDNN_POOLING_MAX : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
+            LENET_CHECK(lib::cudnnSetPooling2dDescriptor(p.pool.get(), mode, CUDNN_PROPAGATE_NAN, s.kh, s.kw, 0, 0,
+                                                         s.sh, s.sw));
             LENET_CHECK(lib::cudnnGetPooling2dForwardOutputDim(p.pool.get(), in_desc, &p.cudnn_out[0], &p.cudnn_out[1],
-                                                          &p.cudnn_out[2], &p.cudnn_out[3]));
+                                                               &p.cudnn_out[2], &p.cudnn_out[3]));
             check_dims(s, p.cudnn_out, n);
             p.avg_factor = nchw::average_factors(s, p.padding);
             break;
         }
-        case OpKind::dense:
-            p.bias = tensor_desc(1, s.out.c, 1, 1);
-            break;
+        case OpKind::dense: p.bias = tensor_desc(1, s.out.c, 1, 1); break;
         default:  // the small kernels of elementwise.cu need no descriptor
             break;
     }
@@ -104,8 +104,22 @@ namespace lenet::cuda {
 ConvKey conv_key(const StepPlan& p, bool allow_tf32) {
     const Step& s = *p.step;
     const Dims in = p.padding.prepadded() ? nchw::padded_dims(s, p.padding) : s.in;
-    return {p.n,  in.c,          in.h,          in.w, s.out.c, s.kh, s.kw, p.padding.pad_h, p.padding.pad_w,
-            s.sh, s.sw,          s.dh,          s.dw, s.groups, allow_tf32 ? 1 : 0, p.fusion.tried ? 1 : 0};
+    return {p.n,
+            in.c,
+            in.h,
+            in.w,
+            s.out.c,
+            s.kh,
+            s.kw,
+            p.padding.pad_h,
+            p.padding.pad_w,
+            s.sh,
+            s.sw,
+            s.dh,
+            s.dw,
+            s.groups,
+            allow_tf32 ? 1 : 0,
+            p.fusion.tried ? 1 : 0};
 }
 
 std::vector<int> rank_algorithms(const std::vector<AlgoCandidate>& c, bool allow_tf32, size_t workspace_limit) {

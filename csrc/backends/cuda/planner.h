@@ -80,8 +80,7 @@ struct AlgoCandidate {
 // `workspace_limit` bytes and the math mode, deterministic ones (fastest first), then
 // the others. The backend runs the first whose numbers agree with a reference
 // convolution (see conv.cpp).
-std::vector<int> rank_algorithms(const std::vector<AlgoCandidate>& candidates, bool allow_tf32,
-                                 size_t workspace_limit);
+std::vector<int> rank_algorithms(const std::vector<AlgoCandidate>& candidates, bool allow_tf32, size_t workspace_limit);
 // The first of rank_algorithms, or -1.
 int pick_algorithm(const std::vector<AlgoCandidate>& candidates, bool allow_tf32, size_t workspace_limit);
 const char* algorithm_name(int algo);  // "IMPLICIT_PRECOMP_GEMM", ...

@@ -22,9 +22,9 @@ public:
             case OpKind::softmax: {
                 // Over the channel axis of each pixel: Keras' last axis in NHWC.
                 const float one = 1.f, zero = 0.f;
-                LENET_CHECK(lib::cudnnSoftmaxForward(ctx_.cudnn.get(), s.log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
-                                                     CUDNN_SOFTMAX_MODE_CHANNEL, &one, p_.x.get(), x[0], &zero,
-                                                     p_.y.get(), y));
+                LENET_CHECK(
+                    lib::cudnnSoftmaxForward(ctx_.cudnn.get(), s.log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE,
+                                             CUDNN_SOFTMAX_MODE_CHANNEL, &one, p_.x.get(), x[0], &zero, p_.y.get(), y));
                 break;
             }
             case OpKind::affine:
@@ -62,8 +62,12 @@ private:
 
 bool is_pointwise(OpKind op) {
     switch (op) {
-        case OpKind::activation: case OpKind::softmax: case OpKind::affine: case OpKind::prelu:
-        case OpKind::layer_norm: case OpKind::merge: return true;
+        case OpKind::activation:
+        case OpKind::softmax:
+        case OpKind::affine:
+        case OpKind::prelu:
+        case OpKind::layer_norm:
+        case OpKind::merge: return true;
         default: return false;
     }
 }

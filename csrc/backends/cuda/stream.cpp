@@ -52,7 +52,8 @@ private:
         cudaStream_t s = ctx_.stream.get();
         LENET_CHECK(cudaMemcpyAsync(dev_in_.get(), pinned_in_.get(), in_bytes_ * capacity_, cudaMemcpyHostToDevice, s));
         layers(f(dev_in_), f(dev_out_), capacity_);
-        LENET_CHECK(cudaMemcpyAsync(pinned_out_.get(), dev_out_.get(), out_bytes_ * capacity_, cudaMemcpyDeviceToHost, s));
+        LENET_CHECK(
+            cudaMemcpyAsync(pinned_out_.get(), dev_out_.get(), out_bytes_ * capacity_, cudaMemcpyDeviceToHost, s));
     }
 
     // Records the forward pass into a graph. If this CUDA/cuDNN cannot capture it

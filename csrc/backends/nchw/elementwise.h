@@ -106,8 +106,8 @@ LENET_HOST_DEVICE float merge(const float* const* x, int inputs, int64_t i, floa
 
 // Layer normalization of pixel p's channels (p counts pixels over the batch):
 // (x - mean) * rsqrt(var + eps) * gamma[c] + beta[c], statistics in double.
-LENET_HOST_DEVICE void layer_norm(const float* x, float* y, int64_t p, Dims d, const float* gamma,
-                                  const float* beta, float epsilon) {
+LENET_HOST_DEVICE void layer_norm(const float* x, float* y, int64_t p, Dims d, const float* gamma, const float* beta,
+                                  float epsilon) {
     const int64_t plane = int64_t(d.h) * d.w;
     const int64_t base = (p / plane) * d.c * plane + p % plane;  // channel 0 of this pixel
     double sum = 0, sq = 0;
@@ -126,8 +126,7 @@ LENET_HOST_DEVICE void layer_norm(const float* x, float* y, int64_t p, Dims d, c
 }
 
 // tf.image.resize's source taps along one axis (half-pixel centres).
-LENET_HOST_DEVICE void resize_taps(int i, int in, int first, float scale, bool nearest, int* lo, int* hi,
-                                   float* lerp) {
+LENET_HOST_DEVICE void resize_taps(int i, int in, int first, float scale, bool nearest, int* lo, int* hi, float* lerp) {
     if (nearest) {
         int at = int(floorf((float(i) + 0.5f) * scale));
         at = at < 0 ? 0 : (at > in - 1 ? in - 1 : at);

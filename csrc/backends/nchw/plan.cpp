@@ -46,9 +46,7 @@ PaddingChoice choose_padding(const Step& s) {
     return c;
 }
 
-float pad_value(const Step& s) {
-    return s.op == OpKind::max_pool2d ? -std::numeric_limits<float>::infinity() : 0.f;
-}
+float pad_value(const Step& s) { return s.op == OpKind::max_pool2d ? -std::numeric_limits<float>::infinity() : 0.f; }
 
 Dims padded_dims(const Step& s, const PaddingChoice& padding) {
     const Pads& q = padding.prepad;
