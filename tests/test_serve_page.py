@@ -8,6 +8,7 @@ $LENET_SCREENSHOT_DIR (docs/serve-page.png is the desktop one after drawing)."""
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import signal
@@ -15,7 +16,6 @@ import socket
 import subprocess
 import sys
 import time
-import base64
 import urllib.request
 from pathlib import Path
 
@@ -94,7 +94,7 @@ def page(server, browser, request):
 
 def _screenshot(driver, path: Path) -> None:
     """The whole page, beyond the viewport too (on the phone the answer card is below the pad)."""
-    size = driver.execute_script("return [document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+    size = driver.execute_script("const e = document.documentElement; return [e.scrollWidth, e.scrollHeight]")
     shot = driver.execute_cdp_cmd("Page.captureScreenshot", {
         "format": "png", "captureBeyondViewport": True,
         "clip": {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1}})
