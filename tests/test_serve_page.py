@@ -170,6 +170,7 @@ def test_drawing_a_seven_shows_seven_and_clear_empties_the_page(page, tmp_path):
     WebDriverWait(driver, 10).until(lambda d: d.execute_script(_BROKEN_IMAGES) == [])   # decoded and shown
     assert seen.is_displayed() and seen.size == {"width": 84, "height": 84}, seen.size
     assert "ms" in driver.find_element(By.ID, "latency").text
-    _screenshot(driver, _shot_path(tmp_path, "serve-page.png" if viewport == "desktop" else f"serve-page-{viewport}.png"))
+    name = "serve-page.png" if viewport == "desktop" else f"serve-page-{viewport}.png"   # the first: docs/
+    _screenshot(driver, _shot_path(tmp_path, name))
     driver.find_element(By.ID, "clear").click()
     assert_empty_state(driver)
