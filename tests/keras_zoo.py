@@ -7,12 +7,14 @@ one *case* per layer or placement that real MNIST models use, built with Keras 3
 the same weights (drawn from numpy, never from Keras' initialisers), saved in the
 file forms of its framework, and the output Keras computes on ``x`` recorded.
 
-    get_zoo()                      -> {name: ZooModel}, built once per process (temp dir)
+    get_zoo()                      -> Zoo {name: ZooModel}, built once per process (temp dir)
     build_zoo(directory, only)     -> the same into a directory; only = set of case names
     CASES                          -> {case: what it covers}; tests parametrize over it without building
     LAYER_CLASSES / build_layer_zoo(directory) / get_layer_zoo()
                                    -> one small model per public class of keras.layers (Keras 3),
-                                      {class name: ZooModel}; LAYER_ALIASES, LAYER_SKIPPED (why)
+                                      Zoo {class name: ZooModel}; LAYER_ALIASES, LAYER_SKIPPED (why)
+    Zoo.not_built                  -> {key: why}: the models the tests expect that could not be built
+                                      here (a layer class, or "<k3|k2>_<case>"), each with its reason
     verify(models)                 -> reload every file with Keras and compare with ``expected``;
                                       KERAS3_REFUSES / KERAS3_DIFFERS say where Keras 3 cannot
     decisive_rows(expected, tol)   -> rows whose argmax cannot flip within tol (random weights
@@ -178,6 +180,32 @@ class ZooModel:
     notes: str = ""
 
 
+class Zoo(dict):
+    """{name: ZooModel}, and ``not_built``: {key: reason} for each model the tests expect that could
+    not be built here (key: a class of LAYER_CLASSES, or "<k3|k2>_<case>"). A test that wants such
+    a model fails with the reason (``require``), never with a KeyError, and never skips: what the
+    zoo needs is declared in pyproject.toml's test extra."""
+
+    def __init__(self):
+        super().__init__()
+        self.not_built: dict[str, str] = {}
+
+    def require(self, *keys: str) -> None:
+        """Fails the calling test, with the reasons, when any of keys could not be built."""
+        why = [f"{k}: {self.not_built[k]}" for k in keys if k in self.not_built]
+        if why:
+            import pytest
+            pytest.fail("the Keras zoo could not build " + "; ".join(why), pytrace=False)
+
+
+def _why(e: BaseException) -> str:
+    why = f"{type(e).__name__}: {e}"
+    if isinstance(e, ImportError):
+        why += (" (a module Keras needs for it is missing: the tests' dependencies are declared in "
+                "pyproject.toml's test extra, pip install '.[test]')")
+    return why
+
+
 # Seconds spent per ZooModel name (build + weights + predict for the first form of a model,
 # plus its own save), filled by build_zoo / build_layer_zoo.
 BUILD_SECONDS: dict[str, float] = {}
@@ -185,14 +213,15 @@ BUILD_SECONDS: dict[str, float] = {}
 
 # ----------------------------------------------------------------------------- helpers
 
-def _frameworks() -> dict:
-    out = {}
+def _frameworks() -> tuple[dict, dict[str, str]]:
+    """({tag: module} of the Keras versions importable here, {tag: why not} for the others)."""
+    found, missing = {}, {}
     for tag, mod in (("keras3", "keras"), ("keras2", "tf_keras")):
         try:
-            out[tag] = __import__(mod)
-        except ImportError:
-            pass
-    return out
+            found[tag] = __import__(mod)
+        except ImportError as e:
+            missing[tag] = f"{mod} cannot be imported: {_why(e)}"
+    return found, missing
 
 
 def _clear(K) -> None:
@@ -1075,25 +1104,29 @@ def _notes(name: str, framework: str, form: str, extra: str = "") -> str:
     return "; ".join(notes)
 
 
-def build_zoo(directory: Path, only: Optional[set[str]] = None) -> dict[str, ZooModel]:
-    """Write the zoo into directory; {name: ZooModel}. Cases whose framework is missing are
-    left out; only = a set of case names."""
+def build_zoo(directory: Path, only: Optional[set[str]] = None) -> Zoo:
+    """Write the zoo into directory; Zoo {name: ZooModel}. Cases whose framework (keras,
+    tf_keras) cannot be imported are left out, with the reason in not_built; only = a set of
+    case names."""
     with _Silence():
         return _build_zoo(Path(directory), only)
 
 
-def _build_zoo(directory: Path, only: Optional[set[str]]) -> dict[str, ZooModel]:
+def _build_zoo(directory: Path, only: Optional[set[str]]) -> Zoo:
     directory.mkdir(parents=True, exist_ok=True)
     if only is not None:
         unknown = set(only) - set(CASES)
         assert not unknown, f"unknown cases: {sorted(unknown)}"
-    fw = _frameworks()
-    out: dict[str, ZooModel] = {}
+    fw, fw_missing = _frameworks()
+    out = Zoo()
     for spec in _SPECS:
         if only is not None and spec.name not in only:
             continue
         for tag, prefix, forms in (("keras3", "k3", spec.forms3), ("keras2", "k2", spec.forms2)):
-            if tag not in fw or (tag == "keras2" and not spec.k2):
+            if tag == "keras2" and not spec.k2:
+                continue
+            if tag not in fw:
+                out.not_built[f"{prefix}_{spec.name}"] = fw_missing[tag]
                 continue
             K = fw[tag]
             t0 = time.perf_counter()
@@ -1126,14 +1159,14 @@ def _tempdir() -> Path:
     return d
 
 
-def get_zoo() -> dict[str, ZooModel]:
+def get_zoo() -> Zoo:
     """The whole zoo, built once per process into a temporary directory removed at exit."""
     if "zoo" not in _cache:
         _cache["zoo"] = build_zoo(_tempdir())
     return _cache["zoo"]
 
 
-def get_layer_zoo() -> dict[str, ZooModel]:
+def get_layer_zoo() -> Zoo:
     """build_layer_zoo into a temporary directory, once per process."""
     if "layers" not in _cache:
         _cache["layers"] = build_layer_zoo(_tempdir())
@@ -1533,6 +1566,17 @@ LAYER_ALIASES: dict[str, str] = {
     "SeparableConvolution1D": "SeparableConv1D", "SeparableConvolution2D": "SeparableConv2D",
 }
 
+# Modules Keras imports only when the class is built (keras.src.utils.module_utils' lazy modules),
+# beyond Keras and its backend: the tests check them at collection (missing_layer_modules).
+LAYER_NEEDS: dict[str, str] = {"STFTSpectrogram": "scipy"}
+
+
+def missing_layer_modules() -> dict[str, str]:
+    """{class: module} of LAYER_NEEDS whose module is not installed here."""
+    import importlib.util
+    return {cls: mod for cls, mod in LAYER_NEEDS.items() if importlib.util.find_spec(mod) is None}
+
+
 LAYER_SKIPPED: dict[str, str] = {
     "Layer": "abstract base class (call() not implemented)",
     "Wrapper": "abstract base of Bidirectional/TimeDistributed (call() not implemented)",
@@ -1565,22 +1609,24 @@ def layer_coverage() -> dict[str, list[str]]:
     return out
 
 
-def build_layer_zoo(directory: Path, only: Optional[set[str]] = None) -> dict[str, ZooModel]:
+def build_layer_zoo(directory: Path, only: Optional[set[str]] = None) -> Zoo:
     """One Keras 3 model per class of LAYER_CLASSES (+ aliases, sharing the file), saved as
-    .h5 (form "h5"), or .keras where legacy .h5 cannot hold it; {class name: ZooModel}.
-    A class whose model Keras cannot build or run here is left out with a warning."""
+    .h5 (form "h5"), or .keras where legacy .h5 cannot hold it; Zoo {class name: ZooModel}.
+    A class whose model Keras cannot build or run here (or which this Keras lacks) is left out,
+    with the reason in not_built."""
     with _Silence():
         return _build_layer_zoo(Path(directory), only)
 
 
-def _build_layer_zoo(directory: Path, only: Optional[set[str]]) -> dict[str, ZooModel]:
+def _build_layer_zoo(directory: Path, only: Optional[set[str]]) -> Zoo:
     import keras
     directory.mkdir(parents=True, exist_ok=True)
-    out: dict[str, ZooModel] = {}
+    out = Zoo()
     for cls, builder in LAYER_CLASSES:
         if only is not None and cls not in only:
             continue
         if not hasattr(keras.layers, cls):
+            out.not_built[cls] = f"keras {keras.__version__} has no keras.layers.{cls}"
             continue
         t0 = time.perf_counter()
         key = f"layer_{cls}"
@@ -1592,8 +1638,8 @@ def _build_layer_zoo(directory: Path, only: Optional[set[str]]) -> dict[str, Zoo
             shape = _input_shape(model)
             x, mnist = make_x(key, shape, takes_raw_pixels(model))
             expected = keras_predict(model, x)
-        except Exception as e:  # noqa: BLE001 - report and go on
-            warnings.warn(f"{cls}: cannot build/run: {type(e).__name__}: {e}")
+        except Exception as e:  # noqa: BLE001 - recorded; the class's test fails with it
+            out.not_built[cls] = f"Keras cannot build or run its model here: {_why(e)}"
             continue
         try:
             path, form = _save(model, "keras3", "h5", directory, key), "h5"
@@ -1711,6 +1757,8 @@ if __name__ == "__main__":      # python tests/keras_zoo.py DIR [--layers] [--ve
     t_zoo = time.perf_counter() - t
     _table(zoo)
     print(f"{len(zoo)} models of {len(CASES)} cases in {target} ({t_zoo:.1f} s)")
+    for key, why in zoo.not_built.items():
+        print(f"NOT BUILT {key}: {why}")
     everything = dict(zoo)
     if "--layers" in sys.argv:
         t = time.perf_counter()
@@ -1720,6 +1768,8 @@ if __name__ == "__main__":      # python tests/keras_zoo.py DIR [--layers] [--ve
         cov = layer_coverage()
         print(f"{len(lz)} layer classes in {target / 'layers'} ({t_layers:.1f} s); skipped: {cov['skipped']}; "
               f"uncovered: {cov['uncovered']}")
+        for key, why in lz.not_built.items():
+            print(f"NOT BUILT {key}: {why}")
         everything.update({z.name: z for z in lz.values()})
     if "--verify" in sys.argv:
         t = time.perf_counter()

@@ -5,7 +5,7 @@ import pytest
 
 import lenet
 
-# The README's accuracy table: all three were retrained on the full training set (issue
+# The accuracy table of docs/shipped-models.md: all three were retrained on the full training set (issue
 # 21) and measured 99.48%, 99.22% (lenet-keras, distilled from lenet-tf) and 99.59%.
 MIN_ACCURACY = {"lenet5": 0.994, "lenet-keras": 0.99, "lenet-tf": 0.995}
 

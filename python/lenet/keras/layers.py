@@ -470,7 +470,7 @@ def convert(cls: str, config: dict, where: str, writer: Writer) -> Any:
     converter = CONVERTERS.get(cls)
     if converter is None:
         raise UnsupportedModelError(f"{where}: layer class {cls!r} is not supported (the layers lenet runs: "
-                                    "lenet.keras.layers.CONVERTERS and IDENTITIES, listed in the README)")
+                                    "lenet.keras.layers.CONVERTERS and IDENTITIES, listed in docs/model-files.md)")
     fields = converter(config, where, writer)
     if fields.get("kind") == "activation" and fields.get("activation") == "linear":
         return IDENTITY

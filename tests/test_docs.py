@@ -1,0 +1,149 @@
+"""The README and docs/ as a newcomer reads them (issue 32).
+
+* The README is a front page: short, its two set-up commands the ones .ci/run runs,
+  and a link to every page of docs/.
+* Every relative link of the README, docs/, PERFORMANCE.md and SECURITY.md reaches a
+  file, and its #anchor a heading there.
+* Every example written as a session runs as it stands, from the checkout's root (a
+  copy of its examples/), and prints what the page shows: ```console blocks ("$ "
+  commands, each followed by its standard output, run by bash; what goes to standard
+  error, such as lenet-cli's note that a CUDA build found no GPU, varies by machine and
+  is not compared) and ```pycon blocks (Python doctests, a page's blocks sharing one
+  namespace). "..." in an output stands for anything (doctest's ELLIPSIS); runs of
+  whitespace compare equal.
+"""
+
+from __future__ import annotations
+
+import doctest
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+README = REPO / "README.md"
+DOCS = sorted((REPO / "docs").glob("*.md"))
+PAGES = [README, *DOCS, REPO / "PERFORMANCE.md", REPO / "SECURITY.md"]
+FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
+LINK = re.compile(r"!?\[[^\]]*\]\(([^()\s]+)\)")
+OPTIONS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+def _blocks(page: Path, lang: str):
+    """(line number, text) of each fenced block of `lang` in page."""
+    text = page.read_text()
+    for m in FENCE.finditer(text):
+        if m.group(1) == lang:
+            yield text.count("\n", 0, m.start(2)) + 1, m.group(2)
+
+
+def _prose(text: str) -> str:
+    """text without its fenced blocks and inline code (their brackets are not links)."""
+    return re.sub(r"`[^`\n]*`", "", FENCE.sub("", text))
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's anchors of page's headings: lower case, punctuation dropped, spaces to '-'."""
+    out = set()
+    for m in re.finditer(r"^#{1,6} (.+)$", FENCE.sub("", page.read_text()), re.M):
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        out.add(slug)
+    return out
+
+
+# ------------------------------------------------------------------ the front page
+
+def test_the_readme_is_a_front_page():
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 160, f"README.md has {len(lines)} lines: what a newcomer needs not first goes to docs/"
+    linked = {(README.parent / t.split("#")[0]).resolve() for t in LINK.findall(_prose(README.read_text()))}
+    unlinked = [_rel(p) for p in DOCS if p.resolve() not in linked]
+    assert unlinked == [], f"docs pages the README does not link to: {unlinked}"
+
+
+def test_the_readme_set_up_is_what_ci_runs():
+    """Two commands: install and classify a shipped digit; install the test extras and test.
+    .ci/run ends with exactly the second."""
+    setup = README.read_text().split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    commands = [block.strip() for lang, block in FENCE.findall(setup) if lang == "sh"]
+    assert commands == ['pip install . && lenet-cli examples/digit-7.png',
+                        'pip install ".[test]" && python -m pytest'], commands
+    ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.strip()]
+    assert ci[-1] == commands[1], f".ci/run ends with {ci[-1]!r}, not the README's test command"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_rel)
+def test_links_resolve(page):
+    broken = []
+    for target in LINK.findall(_prose(page.read_text())):
+        if re.match(r"[a-z]+:", target):      # http(s):, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            broken.append(f"{target}: no heading #{anchor} in {_rel(dest)}")
+    assert broken == [], f"{_rel(page)}: {broken}"
+
+
+# ------------------------------------------------------------------ the examples, run
+
+def _console_cases():
+    for page in [README, *DOCS]:
+        for line, block in _blocks(page, "console"):
+            commands = []
+            for text in block.splitlines():
+                if text.startswith("$ "):
+                    commands.append([text[2:], []])
+                else:
+                    assert commands, f"{_rel(page)}:{line}: output before any command"
+                    commands[-1][1].append(text)
+            for k, (command, out) in enumerate(commands):
+                yield pytest.param(command, "\n".join(out), id=f"{_rel(page)}:{line}:{k + 1}")
+
+
+@pytest.fixture(scope="module")
+def checkout_root(tmp_path_factory):
+    """A directory standing for the checkout's root: a copy of examples/, so that what the
+    examples write (results.csv, seen/) lands there and not in the checkout."""
+    root = tmp_path_factory.mktemp("root")
+    shutil.copytree(REPO / "examples", root / "examples")
+    return root
+
+
+def _env():
+    # The interpreter running the tests and its scripts (lenet-cli) come first on the PATH.
+    return dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+                PYTHONWARNINGS="ignore", TF_CPP_MIN_LOG_LEVEL="3")
+
+
+@pytest.mark.parametrize("command,expected", list(_console_cases()))
+def test_console_examples(command, expected, checkout_root):
+    run = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=checkout_root, env=_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert doctest.OutputChecker().check_output(expected + "\n", run.stdout, OPTIONS), \
+        f"$ {command}\nexpected:\n{expected}\ngot (exit {run.returncode}):\n{run.stdout}\nstderr:\n{run.stderr}"
+
+
+@pytest.mark.parametrize("page", [p for p in [README, *DOCS] if any(_blocks(p, "pycon"))], ids=_rel)
+def test_python_examples(page, checkout_root, monkeypatch):
+    monkeypatch.chdir(checkout_root)
+    parser, globs = doctest.DocTestParser(), {}
+    runner = doctest.DocTestRunner(optionflags=OPTIONS)
+    report = []
+    for line, block in _blocks(page, "pycon"):
+        test = parser.get_doctest(block, globs, f"{_rel(page)}:{line}", str(page), line)
+        runner.run(test, out=report.append, clear_globs=False)
+        globs = test.globs          # a DocTest runs in a copy: the next block goes on from this one
+    assert runner.failures == 0, "".join(report)
