@@ -22,9 +22,9 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "support/errors.h"
-#include "runtime/executor.h"
 #include "net/network.h"
+#include "runtime/executor.h"
+#include "support/errors.h"
 
 using namespace lenet;
 
@@ -96,11 +96,11 @@ std::vector<Model> models() {
                          simple("flatten", "f", "Flatten"), dense("f5", 400, 120, "relu", rng),
                          dense("f6", 120, 84, "relu", rng), dense("out", 84, 10, "softmax", rng)},
                         {28, 28, 1}));
-    out.push_back(chain({conv("a", 3, 3, 1, 4, 2, true, "relu", rng), conv("b", 4, 4, 4, 5, 1, true, "linear", rng),
-                         pool("m", "max_pool2d", 3, 2, true), pool("v", "avg_pool2d", 2, 2, true),
-                         simple("flatten", "f", "Flatten"), dense("d1", 80, 7, "tanh", rng),
-                         dense("d2", 7, 3, "linear", rng)},   // logits
-                        {28, 28, 1}));
+    out.push_back(chain(
+        {conv("a", 3, 3, 1, 4, 2, true, "relu", rng), conv("b", 4, 4, 4, 5, 1, true, "linear", rng),
+         pool("m", "max_pool2d", 3, 2, true), pool("v", "avg_pool2d", 2, 2, true), simple("flatten", "f", "Flatten"),
+         dense("d1", 80, 7, "tanh", rng), dense("d2", 7, 3, "linear", rng)},   // logits
+        {28, 28, 1}));
     {
         LayerSpec pad = simple("zero_pad2d", "zp", "ZeroPadding2D");
         pad.pad = {1, 2, 2, 1};
@@ -133,10 +133,10 @@ std::vector<Model> models() {
         LayerSpec resize = simple("resizing", "rz", "Resizing");
         resize.size = {7, 9};
         LayerSpec gap = simple("global_avg_pool2d", "gap", "GlobalAveragePooling2D");
-        out.push_back(chain({reshape, conv("c", 3, 3, 2, 4, 1, true, "linear", rng), bn, dw,
-                             simple("add", "add", "Add", {3, 2}), prelu, cat, resize, gap,
-                             dense("o", 8, 5, "sigmoid", rng)},
-                            {288}));
+        out.push_back(
+            chain({reshape, conv("c", 3, 3, 2, 4, 1, true, "linear", rng), bn, dw, simple("add", "add", "Add", {3, 2}),
+                   prelu, cat, resize, gap, dense("o", 8, 5, "sigmoid", rng)},
+                  {288}));
     }
     return out;
 }
@@ -188,8 +188,8 @@ int cycles(int n) {
         // The error paths: a kernel of the wrong shape, an absurd filter count, a bad argument.
         Model bad = m;
         const int which = i % 3;
-        LayerSpec& first = *std::find_if(bad.layers.begin(), bad.layers.end(),
-                                         [](const LayerSpec& l) { return l.kind == "conv2d"; });
+        LayerSpec& first =
+            *std::find_if(bad.layers.begin(), bad.layers.end(), [](const LayerSpec& l) { return l.kind == "conv2d"; });
         if (which == 0) first.weights.at(0).second.shape[0] += 1;
         if (which == 1) first.filters = 1 << 30;
         try {
