@@ -25,7 +25,7 @@ def main(argv: list) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     source, output = argv
-    ray.init()   # RAY_ADDRESS, when set, names the cluster to join
+    ray.init()  # RAY_ADDRESS, when set, names the cluster to join
     rows = lenet.ray.classify(source).iter_rows()
     folder = os.path.dirname(os.path.abspath(output))
     fd, tmp = tempfile.mkstemp(prefix=".ray_classify-", suffix=".jsonl", dir=folder)
@@ -34,9 +34,17 @@ def main(argv: list) -> int:
         with os.fdopen(fd, "w") as f:
             for row in rows:
                 confidence = float(row["confidence"])
-                f.write(json.dumps({"path": row["path"], "digit": int(row["digit"]),
-                                    "confidence": None if math.isnan(confidence) else round(confidence, 6),
-                                    "error": row["error"]}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "path": row["path"],
+                            "digit": int(row["digit"]),
+                            "confidence": None if math.isnan(confidence) else round(confidence, 6),
+                            "error": row["error"],
+                        }
+                    )
+                    + "\n"
+                )
                 n += 1
                 failed += bool(row["error"])
         os.replace(tmp, output)

@@ -8,7 +8,11 @@ import pytest
 
 TESTS = pathlib.Path(__file__).resolve().parent
 REPO = TESTS.parent
-sys.path.insert(0, str(TESTS))  # keras_fixtures
+# The tests are grouped by what they test (core/, cuda/, models/, images/, api/, cli/,
+# serve/, bench/, ray/); their shared helpers (keras_fixtures, photo_fixtures, fuzz_runner,
+# test_ops' layer builders, ...) import by name from any folder.
+for _folder in [TESTS] + sorted(p for p in TESTS.iterdir() if p.is_dir() and p.name not in ("data", "__pycache__")):
+    sys.path.insert(0, str(_folder))
 
 # ../shared/mnist beside the checkout (CI has it); LENET_MNIST_DIR overrides.
 MNIST_DIR = pathlib.Path(os.environ.get("LENET_MNIST_DIR", REPO.parent / "shared" / "mnist"))
@@ -19,6 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 def _cuda_available():
     try:
         import lenet
+
         return lenet.cuda_available()
     except Exception:
         return False
@@ -42,11 +47,13 @@ def engine():
     """The shipped lenet5 on the CPU with 2 threads: the engine most tests run on (a test
     file that needs another defines its own `engine`)."""
     import lenet
+
     return lenet.Engine("lenet5", device="cpu", threads=2)
 
 
 def _read_idx(path):
-    from lenet.bench.workload import read_idx   # the one IDX reader (lenet-bench and tools/train share it)
+    from lenet.bench.workload import read_idx  # the one IDX reader (lenet-bench and tools/train share it)
+
     return read_idx(pathlib.Path(path))
 
 

@@ -18,8 +18,8 @@ the command that replays it.
 from __future__ import annotations
 
 import base64
-import io
 import importlib.util
+import io
 import json
 import os
 import subprocess
@@ -35,8 +35,15 @@ SECONDS = float(os.environ.get("LENET_FUZZ_SECONDS", "10"))
 SEED = int(os.environ.get("LENET_FUZZ_SEED", "1"))  # libFuzzer -seed; set another to explore further
 # Cases per second of each target on a 2-core machine (measured 2026-11-23 over 60 s
 # runs: 448, 116, 80, 1,700, 247), a little under: seconds x rate = the cases a run makes.
-RATE = {"model-bytes": 400, "model-config": 110, "model-h5": 75, "image-bytes": 1500, "image-array": 220,
-        "onnx-bytes": 100, "onnx-graph": 100}
+RATE = {
+    "model-bytes": 400,
+    "model-config": 110,
+    "model-h5": 75,
+    "image-bytes": 1500,
+    "image-array": 220,
+    "onnx-bytes": 100,
+    "onnx-graph": 100,
+}
 RSS_LIMIT_MB = 3072
 INPUT_TIMEOUT_S = 60
 
@@ -60,15 +67,39 @@ def fuzz(target: str, work: Path, seeds: Path | None = None) -> dict:
     # A fixed seed and a fixed number of cases: the same inputs on every machine.
     # The time limit only stops a machine far slower than RATE assumes.
     runs = max(1, int(SECONDS * RATE[target]))
-    flags = [f"-seed={SEED}", f"-runs={runs}", f"-max_total_time={int(5 * SECONDS) + 60}",
-             f"-timeout={INPUT_TIMEOUT_S}",
-             f"-rss_limit_mb={RSS_LIMIT_MB}",
-             f"-artifact_prefix={work}/", "-print_final_stats=1", "-detect_leaks=0", "-reload=0"]
+    flags = [
+        f"-seed={SEED}",
+        f"-runs={runs}",
+        f"-max_total_time={int(5 * SECONDS) + 60}",
+        f"-timeout={INPUT_TIMEOUT_S}",
+        # libFuzzer's own RSS check reads getrusage's ru_maxrss, which Linux carries over
+        # from the parent across fork + exec: under a pytest process grown past the limit
+        # it reported every target out of memory. Checked here instead, on the target's
+        # own high-water mark (watch_memory).
+        "-rss_limit_mb=0",
+        f"-artifact_prefix={work}/",
+        "-print_final_stats=1",
+        "-detect_leaks=0",
+        "-reload=0",
+    ]
     env = dict(os.environ, OPENCV_LOG_LEVEL="OFF", OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0")
-    proc = subprocess.run(cmd + ["--"] + flags, capture_output=True, text=True, errors="replace", env=env,
-                          timeout=5 * SECONDS + INPUT_TIMEOUT_S + 360, cwd=TESTS.parent)
-    log = proc.stdout + proc.stderr
-    (work / "fuzz.log").write_text(log)
+    log_path = work / "fuzz.log"
+    with (
+        open(log_path, "w") as log_file,
+        subprocess.Popen(
+            cmd + ["--"] + flags, stdout=log_file, stderr=subprocess.STDOUT, env=env, cwd=TESTS.parent
+        ) as child,
+    ):
+        peak_mb = _watch_memory(child, 5 * SECONDS + INPUT_TIMEOUT_S + 360)
+    out = log_path.read_text(errors="replace")
+    proc = subprocess.CompletedProcess(child.args, child.returncode, out, "")
+    if peak_mb > RSS_LIMIT_MB:
+        pytest.fail(
+            f"fuzz target {target!r} used {peak_mb:.0f} MB of memory (limit {RSS_LIMIT_MB} MB) after "
+            f"{_cases(stats)} cases\n--- fuzzer output (end) ---\n{_tail(out)}",
+            pytrace=False,
+        )
+    log = proc.stdout
     if proc.returncode != 0:
         found = sorted(p for p in work.iterdir() if p.name.split("-")[0] in ("crash", "timeout", "oom", "leak"))
         report = [f"fuzz target {target!r} failed (exit {proc.returncode}) after {_cases(stats)} cases"]
@@ -82,14 +113,52 @@ def fuzz(target: str, work: Path, seeds: Path | None = None) -> dict:
     # an editable install is) libFuzzer mutates blindly and its corpus collapses to
     # one byte: the run would pass while testing nothing.
     if "Is the code instrumented for coverage?" in log:
-        pytest.fail(f"fuzz target {target!r} ran without coverage (lenet is not instrumented: an editable "
-                    f"install? install with 'pip install .')\n--- fuzzer output (end) ---\n{_tail(log)}",
-                    pytrace=False)
+        pytest.fail(
+            f"fuzz target {target!r} ran without coverage (lenet is not instrumented: an editable "
+            f"install? install with 'pip install .')\n--- fuzzer output (end) ---\n{_tail(log)}",
+            pytrace=False,
+        )
     result = json.loads(stats.read_text())
     print(f"\n{target}: {result['cases']} cases in {result.get('elapsed_s')} s, outcomes {result['outcomes']}")
     for cat, outs in sorted(result["categories"].items()):
         print(f"  {cat}: {outs}")
     return result
+
+
+def _watch_memory(child: subprocess.Popen, timeout_s: float) -> float:
+    """Waits for the child, killing it past `timeout_s` or past RSS_LIMIT_MB of resident
+    memory (its own high-water mark, VmHWM, which exec resets); returns that peak in MB."""
+    import threading
+    import time
+
+    peak = [0.0]
+    done = threading.Event()
+
+    def poll():
+        status = Path(f"/proc/{child.pid}/status")
+        while not done.is_set():
+            try:
+                for line in status.read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        peak[0] = max(peak[0], int(line.split()[1]) / 1024)
+            except (OSError, ValueError):
+                pass
+            if peak[0] > RSS_LIMIT_MB:
+                child.kill()
+                return
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=poll, daemon=True)
+    watcher.start()
+    deadline = time.monotonic() + timeout_s
+    while child.poll() is None:
+        if time.monotonic() > deadline:
+            child.kill()
+            break
+        time.sleep(0.1)
+    done.set()
+    watcher.join()
+    return peak[0]
 
 
 def image_seeds() -> dict[str, bytes]:

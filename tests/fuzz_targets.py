@@ -1,6 +1,6 @@
 """Coverage-guided fuzz targets (atheris, libFuzzer) for lenet's untrusted inputs.
 
-Run by tests/test_fuzz_model.py and tests/test_fuzz_images.py in a subprocess, one
+Run by tests/models/test_fuzz_model.py and tests/images/test_fuzz_images.py in a subprocess, one
 target per process, for a bounded time:
 
     python tests/fuzz_targets.py TARGET --seeds DIR --work DIR --stats FILE -- [libFuzzer flags]
@@ -64,14 +64,15 @@ import numpy as np
 with atheris.instrument_imports(include=["lenet"]):
     import lenet
     import lenet.cli
-    import lenet.keras
     import lenet.images.sniff
+    import lenet.keras
     import lenet.onnx
 
 import cv2  # noqa: E402
 import h5py  # noqa: E402
-from lenet._native import _core  # noqa: E402
 from fuzz_runner import image_seeds  # noqa: E402
+
+from lenet._native import _core  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 warnings.simplefilter("ignore")
@@ -128,6 +129,7 @@ def run_model(model: "lenet.Model") -> None:
 
 # ------------------------------------------------------------------------ model seeds
 
+
 def model_seeds(seed_dir: Path) -> list[tuple[Path, Path | None]]:
     """(weights, arch) pairs from the seed directory: every .h5 / .keras, with the
     .json of the same stem (weights-only files) as its architecture."""
@@ -138,8 +140,14 @@ def model_seeds(seed_dir: Path) -> list[tuple[Path, Path | None]]:
         arch = None
         if p.suffix == ".h5" and not _has_config(p):
             stem = p.name.split(".")[0]
-            arch = next((seed_dir / f"{s}.json" for s in (stem, stem.replace("_weights", ""))
-                         if (seed_dir / f"{s}.json").exists()), None)
+            arch = next(
+                (
+                    seed_dir / f"{s}.json"
+                    for s in (stem, stem.replace("_weights", ""))
+                    if (seed_dir / f"{s}.json").exists()
+                ),
+                None,
+            )
             if arch is None:
                 continue
         out.append((p, arch))
@@ -165,34 +173,156 @@ class ModelBytes:
         arch = self.archs[data[0] % len(self.archs)]
         body = data[1:]
         self.path.write_bytes(body)
-        cat = ("hdf5" if body[:8] == b"\x89HDF\r\n\x1a\n" else "zip" if body[:4] == b"PK\x03\x04" else "other") + \
-            (" + arch" if arch else "")
+        cat = ("hdf5" if body[:8] == b"\x89HDF\r\n\x1a\n" else "zip" if body[:4] == b"PK\x03\x04" else "other") + (
+            " + arch" if arch else ""
+        )
         out = outcome_of(lambda: run_model(lenet.load(self.path, arch=str(arch) if arch else None)))
         tally(cat, out)
         finish_case(out)
 
 
 # Absurd and ordinary values for config fields.
-INTERESTING = [0, 1, -1, 2, 3, 5, 28, 255, 1000, 10**6, 10**9, 2**31 - 1, 2**31, 2**63, -2**63, 10**100,
-               0.5, 1.5, -0.0, 1e308, float("nan"), float("inf"), float("-inf"), True, False, None,
-               "", "same", "valid", "causal", "full", "SAME", "channels_first", "channels_last", "NCHW",
-               "relu", "gelu", "swish", "softmax", "linear", "tanh", "sigmoid", "elu", "selu", "hard_sigmoid",
-               "x" * 5000, "\udcff", "\0", "max_poo\udce9ing2d", "a\0b", [], [1], [0, 0], [1, 1], [2, 2], [3, 3], [10**9, 10**9], [-1, -1],
-               [1, 1, 1], [[1, 1], [1, 1]], [[0, 10**9], [0, 0]], [None, 28, 28, 1], [None, 10**9, 10**9, 1],
-               [1, 10**5, 10**5, 10**5], [None, 28, 28], [None, None, None, 1], [None, 1, 1, 10**9], [None],
-               [None, 28, 28, 1, 1], {}, {"class_name": "X"}, {"class_name": "Activation", "config": {}},
-               {"module": "keras.activations", "class_name": "function", "config": "gelu"}]
-ACTIVATIONS = ["relu", "gelu", "swish", "softmax", "linear", "tanh", "sigmoid", "elu", "selu", "", None, 5,
-               {"class_name": "X"}, {"class_name": "ReLU", "config": {"max_value": 6}},
-               {"class_name": "Softmax", "config": {"axis": 1}},
-               {"module": "keras.activations", "class_name": "function", "config": "gelu"},
-               {"module": "keras.activations", "class_name": "function", "config": 7}]
-CLASSES = ["Conv2D", "Dense", "Flatten", "MaxPooling2D", "AveragePooling2D", "ZeroPadding2D", "Dropout",
-           "Activation", "ReLU", "Softmax", "Rescaling", "InputLayer", "BatchNormalization", "Conv1D", "Conv3D",
-           "DepthwiseConv2D", "Lambda", "Add", "Concatenate", "Reshape", "LSTM", "Sequential", "Functional",
-           "Model", "", "conv2d", "MaxPool2D", "AvgPool2D", "SpatialDropout2D", "TFOpLambda", "SeparableConv2D",
-           "GlobalAveragePooling2D", "Cropping2D", "Resizing", "UpSampling2D", "Permute", "PReLU", "LeakyReLU",
-           "Normalization", "Multiply", "Subtract", "Maximum", "Convolution2D", "Merge", "Average"]
+INTERESTING = [
+    0,
+    1,
+    -1,
+    2,
+    3,
+    5,
+    28,
+    255,
+    1000,
+    10**6,
+    10**9,
+    2**31 - 1,
+    2**31,
+    2**63,
+    -(2**63),
+    10**100,
+    0.5,
+    1.5,
+    -0.0,
+    1e308,
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    True,
+    False,
+    None,
+    "",
+    "same",
+    "valid",
+    "causal",
+    "full",
+    "SAME",
+    "channels_first",
+    "channels_last",
+    "NCHW",
+    "relu",
+    "gelu",
+    "swish",
+    "softmax",
+    "linear",
+    "tanh",
+    "sigmoid",
+    "elu",
+    "selu",
+    "hard_sigmoid",
+    "x" * 5000,
+    "\udcff",
+    "\0",
+    "max_poo\udce9ing2d",
+    "a\0b",
+    [],
+    [1],
+    [0, 0],
+    [1, 1],
+    [2, 2],
+    [3, 3],
+    [10**9, 10**9],
+    [-1, -1],
+    [1, 1, 1],
+    [[1, 1], [1, 1]],
+    [[0, 10**9], [0, 0]],
+    [None, 28, 28, 1],
+    [None, 10**9, 10**9, 1],
+    [1, 10**5, 10**5, 10**5],
+    [None, 28, 28],
+    [None, None, None, 1],
+    [None, 1, 1, 10**9],
+    [None],
+    [None, 28, 28, 1, 1],
+    {},
+    {"class_name": "X"},
+    {"class_name": "Activation", "config": {}},
+    {"module": "keras.activations", "class_name": "function", "config": "gelu"},
+]
+ACTIVATIONS = [
+    "relu",
+    "gelu",
+    "swish",
+    "softmax",
+    "linear",
+    "tanh",
+    "sigmoid",
+    "elu",
+    "selu",
+    "",
+    None,
+    5,
+    {"class_name": "X"},
+    {"class_name": "ReLU", "config": {"max_value": 6}},
+    {"class_name": "Softmax", "config": {"axis": 1}},
+    {"module": "keras.activations", "class_name": "function", "config": "gelu"},
+    {"module": "keras.activations", "class_name": "function", "config": 7},
+]
+CLASSES = [
+    "Conv2D",
+    "Dense",
+    "Flatten",
+    "MaxPooling2D",
+    "AveragePooling2D",
+    "ZeroPadding2D",
+    "Dropout",
+    "Activation",
+    "ReLU",
+    "Softmax",
+    "Rescaling",
+    "InputLayer",
+    "BatchNormalization",
+    "Conv1D",
+    "Conv3D",
+    "DepthwiseConv2D",
+    "Lambda",
+    "Add",
+    "Concatenate",
+    "Reshape",
+    "LSTM",
+    "Sequential",
+    "Functional",
+    "Model",
+    "",
+    "conv2d",
+    "MaxPool2D",
+    "AvgPool2D",
+    "SpatialDropout2D",
+    "TFOpLambda",
+    "SeparableConv2D",
+    "GlobalAveragePooling2D",
+    "Cropping2D",
+    "Resizing",
+    "UpSampling2D",
+    "Permute",
+    "PReLU",
+    "LeakyReLU",
+    "Normalization",
+    "Multiply",
+    "Subtract",
+    "Maximum",
+    "Convolution2D",
+    "Merge",
+    "Average",
+]
 # Names are data too: invalid UTF-8 (h5py and JSON give lone surrogates), NUL, very long, empty.
 NAMES = ["max_poo\udce9ing2d_2", "a\0b", "x" * 5000, "", " ", "layers\\conv2d", "../x", "input_1"]
 
@@ -229,8 +359,10 @@ def _layer_name(entry):
 
 
 def _keras3_ref(name):
-    return {"class_name": "__keras_tensor__", "config": {"shape": [None, 1], "dtype": "float32",
-                                                          "keras_history": [name, 0, 0]}}
+    return {
+        "class_name": "__keras_tensor__",
+        "config": {"shape": [None, 1], "dtype": "float32", "keras_history": [name, 0, 0]},
+    }
 
 
 def mutate_config(cfg, fdp) -> list[str]:
@@ -239,26 +371,31 @@ def mutate_config(cfg, fdp) -> list[str]:
     for _ in range(fdp.ConsumeIntInRange(1, 4)):
         op = fdp.ConsumeIntInRange(0, 12)
         layers = _layers(cfg)
-        if op <= 2:                                   # any value -> an interesting or fuzzed one
+        if op <= 2:  # any value -> an interesting or fuzzed one
             nodes = _nodes(cfg)
             if not nodes:
                 continue
             node, key = nodes[fdp.ConsumeIntInRange(0, len(nodes) - 1)]
             kind = fdp.ConsumeIntInRange(0, 3)
-            value = (INTERESTING[fdp.ConsumeIntInRange(0, len(INTERESTING) - 1)] if kind <= 1 else
-                     fdp.ConsumeInt(8) if kind == 2 else fdp.ConsumeUnicode(fdp.ConsumeIntInRange(0, 40)))
+            value = (
+                INTERESTING[fdp.ConsumeIntInRange(0, len(INTERESTING) - 1)]
+                if kind <= 1
+                else fdp.ConsumeInt(8)
+                if kind == 2
+                else fdp.ConsumeUnicode(fdp.ConsumeIntInRange(0, 40))
+            )
             node[key] = copy.deepcopy(value)
             done.append("value replaced")
-        elif op == 3 and isinstance(cfg, dict) and _nodes(cfg):      # delete a key / list item
+        elif op == 3 and isinstance(cfg, dict) and _nodes(cfg):  # delete a key / list item
             nodes = _nodes(cfg)
             node, key = nodes[fdp.ConsumeIntInRange(0, len(nodes) - 1)]
             del node[key]
             done.append("key deleted")
-        elif op == 4 and layers:                      # duplicate a layer: same name twice
+        elif op == 4 and layers:  # duplicate a layer: same name twice
             i = fdp.ConsumeIntInRange(0, len(layers) - 1)
             layers.insert(fdp.ConsumeIntInRange(0, len(layers)), copy.deepcopy(layers[i]))
             done.append("layer duplicated")
-        elif op == 5 and layers:                      # delete / swap layers
+        elif op == 5 and layers:  # delete / swap layers
             i, j = (fdp.ConsumeIntInRange(0, len(layers) - 1) for _ in range(2))
             if fdp.ConsumeBool():
                 del layers[i]
@@ -266,23 +403,26 @@ def mutate_config(cfg, fdp) -> list[str]:
             else:
                 layers[i], layers[j] = layers[j], layers[i]
                 done.append("layers swapped")
-        elif op == 6 and layers:                      # many layers: up to 10^6 (refused before any work)
+        elif op == 6 and layers:  # many layers: up to 10^6 (refused before any work)
             i = fdp.ConsumeIntInRange(0, len(layers) - 1)
             n = [2, 10, 999, 1001, 5000, 10**6][fdp.ConsumeIntInRange(0, 5)]
-            layers[i:i + 1] = [layers[i]] * n
+            layers[i : i + 1] = [layers[i]] * n
             done.append(f"layer repeated x{n}")
-        elif op == 7 and layers:                      # class name replaced
+        elif op == 7 and layers:  # class name replaced
             e = layers[fdp.ConsumeIntInRange(0, len(layers) - 1)]
             if isinstance(e, dict):
                 e["class_name"] = CLASSES[fdp.ConsumeIntInRange(0, len(CLASSES) - 1)]
                 done.append("class replaced")
-        elif op == 8 and layers:                      # activation replaced
+        elif op == 8 and layers:  # activation replaced
             e = layers[fdp.ConsumeIntInRange(0, len(layers) - 1)]
             if isinstance(e, dict) and isinstance(e.get("config"), dict):
-                e["config"]["activation"] = copy.deepcopy(ACTIVATIONS[fdp.ConsumeIntInRange(0, len(ACTIVATIONS) - 1)]
-                                                          if fdp.ConsumeBool() else fdp.ConsumeUnicode(8))
+                e["config"]["activation"] = copy.deepcopy(
+                    ACTIVATIONS[fdp.ConsumeIntInRange(0, len(ACTIVATIONS) - 1)]
+                    if fdp.ConsumeBool()
+                    else fdp.ConsumeUnicode(8)
+                )
                 done.append("activation replaced")
-        elif op == 9 and layers:                      # a name made equal to another layer's
+        elif op == 9 and layers:  # a name made equal to another layer's
             i, j = (fdp.ConsumeIntInRange(0, len(layers) - 1) for _ in range(2))
             e = layers[i]
             if isinstance(e, dict) and isinstance(e.get("config"), dict):
@@ -297,20 +437,22 @@ def mutate_config(cfg, fdp) -> list[str]:
             e = layers[i]
             target = _layer_name(layers[j]) if fdp.ConsumeIntInRange(0, 4) else "no_such_layer"
             if op == 10 and isinstance(e, dict):
-                nodes = e.get("inbound_nodes")   # an earlier mutation may have made it anything
+                nodes = e.get("inbound_nodes")  # an earlier mutation may have made it anything
                 k3 = isinstance(nodes, list) and bool(nodes) and isinstance(nodes[0], dict)
-                e["inbound_nodes"] = ([{"args": [_keras3_ref(target)], "kwargs": {}}] if k3 else
-                                      [[[target, 0, 0, {}]]])
-                if fdp.ConsumeBool():                 # two inputs: a merge
-                    e["inbound_nodes"] = e["inbound_nodes"] * 2 if fdp.ConsumeBool() else \
-                        [[[target, 0, 0, {}], [_layer_name(layers[i]), 0, 0, {}]]]
+                e["inbound_nodes"] = [{"args": [_keras3_ref(target)], "kwargs": {}}] if k3 else [[[target, 0, 0, {}]]]
+                if fdp.ConsumeBool():  # two inputs: a merge
+                    e["inbound_nodes"] = (
+                        e["inbound_nodes"] * 2
+                        if fdp.ConsumeBool()
+                        else [[[target, 0, 0, {}], [_layer_name(layers[i]), 0, 0, {}]]]
+                    )
                 done.append("graph rewired")
             else:
                 c = cfg.get("config")
                 if isinstance(c, dict):
                     c["input_layers" if fdp.ConsumeBool() else "output_layers"] = [[target, 0, 0]]
                     done.append("graph endpoints moved")
-        elif op == 12 and layers:                     # a layer name replaced by a strange one
+        elif op == 12 and layers:  # a layer name replaced by a strange one
             e = layers[fdp.ConsumeIntInRange(0, len(layers) - 1)]
             if isinstance(e, dict) and isinstance(e.get("config"), dict):
                 e["config"]["name"] = NAMES[fdp.ConsumeIntInRange(0, len(NAMES) - 1)]
@@ -337,7 +479,7 @@ class ModelConfig:
         ops = mutate_config(cfg, fdp)
         arch = cfg
         layers = _layers(cfg)
-        if fdp.ConsumeBool() and (layers is None or len(layers) <= 5000):   # also through the JSON text path
+        if fdp.ConsumeBool() and (layers is None or len(layers) <= 5000):  # also through the JSON text path
             try:
                 arch = json.dumps(cfg)
             except (ValueError, RecursionError):
@@ -350,9 +492,10 @@ class ModelConfig:
 
 # ----------------------------------------------------------------------------- ONNX
 
+
 class OnnxBytes:
     def __init__(self, seed_dir: Path, work: Path, corpus: Path):
-        self.path = work / "case.onnx.bin"      # not named .onnx: the content decides
+        self.path = work / "case.onnx.bin"  # not named .onnx: the content decides
         for i, p in enumerate(sorted(seed_dir.glob("*.onnx"))):
             if p.stat().st_size <= 100_000:
                 (corpus / f"seed-{i}").write_bytes(p.read_bytes())
@@ -364,14 +507,44 @@ class OnnxBytes:
         finish_case(out)
 
 
-ONNX_OPS = ["Conv", "Gemm", "MatMul", "Relu", "Softmax", "LogSoftmax", "MaxPool", "AveragePool", "Flatten",
-            "Reshape", "Transpose", "Concat", "Add", "Mul", "Div", "Sub", "BatchNormalization", "Pad", "Clip",
-            "Squeeze", "Unsqueeze", "Shape", "Gather", "Slice", "Cast", "Erf", "Loop", "If", "Identity", ""]
+ONNX_OPS = [
+    "Conv",
+    "Gemm",
+    "MatMul",
+    "Relu",
+    "Softmax",
+    "LogSoftmax",
+    "MaxPool",
+    "AveragePool",
+    "Flatten",
+    "Reshape",
+    "Transpose",
+    "Concat",
+    "Add",
+    "Mul",
+    "Div",
+    "Sub",
+    "BatchNormalization",
+    "Pad",
+    "Clip",
+    "Squeeze",
+    "Unsqueeze",
+    "Shape",
+    "Gather",
+    "Slice",
+    "Cast",
+    "Erf",
+    "Loop",
+    "If",
+    "Identity",
+    "",
+]
 
 
 class OnnxGraph:
     def __init__(self, seed_dir: Path, work: Path):
         import onnx
+
         self.onnx = onnx
         self.seeds = [onnx.load(str(p)) for p in sorted(seed_dir.glob("*.onnx"))]
         self.path = work / "case.onnx"
@@ -391,13 +564,17 @@ class OnnxGraph:
                 if n.attribute:
                     a = n.attribute[fdp.ConsumeIntInRange(0, len(n.attribute) - 1)]
                     v = INTERESTING[fdp.ConsumeIntInRange(0, len(INTERESTING) - 1)]
-                    whole = isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63
+                    whole = isinstance(v, int) and not isinstance(v, bool) and -(2**63) <= v < 2**63
                     if a.ints and whole:
                         a.ints[fdp.ConsumeIntInRange(0, len(a.ints) - 1)] = v
                     elif a.type == onnx.AttributeProto.INT and whole:
                         a.i = v
-                    elif a.type == onnx.AttributeProto.FLOAT and isinstance(v, (int, float)) and \
-                            not isinstance(v, bool) and abs(v) < 1e300:
+                    elif (
+                        a.type == onnx.AttributeProto.FLOAT
+                        and isinstance(v, (int, float))
+                        and not isinstance(v, bool)
+                        and abs(v) < 1e300
+                    ):
                         a.f = float(v)
                     ops.append("attribute")
             elif what == 1 and g.initializer:
@@ -409,8 +586,9 @@ class OnnxGraph:
                 n = nodes[fdp.ConsumeIntInRange(0, len(nodes) - 1)]
                 if n.input:
                     pick = fdp.ConsumeIntInRange(0, 2)
-                    n.input[fdp.ConsumeIntInRange(0, len(n.input) - 1)] = \
-                        [n.output[0], "missing", g.input[0].name][pick]
+                    n.input[fdp.ConsumeIntInRange(0, len(n.input) - 1)] = [n.output[0], "missing", g.input[0].name][
+                        pick
+                    ]
                 ops.append("rewire")
             elif what == 3 and nodes:
                 i = fdp.ConsumeIntInRange(0, len(nodes) - 1)
@@ -433,7 +611,7 @@ class OnnxGraph:
                 kind = fdp.ConsumeIntInRange(0, 3)
                 try:
                     a = onnx.numpy_helper.to_array(t)
-                except ValueError:            # its dims already mutated
+                except ValueError:  # its dims already mutated
                     continue
                 if kind == 0:
                     a = a.astype(np.float64)
@@ -471,7 +649,7 @@ class ModelH5:
                 try:
                     ops.append(self.mutate(f, fdp))
                 except (ValueError, TypeError, KeyError, OSError, RuntimeError):
-                    ops.append("mutation not writable")   # h5py refused the edit itself: not a case
+                    ops.append("mutation not writable")  # h5py refused the edit itself: not a case
         out = outcome_of(lambda: run_model(lenet.load(self.path, arch=str(arch) if arch else None)))
         for op in set(ops):
             tally(op, out)
@@ -489,9 +667,10 @@ class ModelH5:
         if op == 0 and name:
             del parent[base]
             return "object deleted"
-        if op == 10 and name:                          # an object renamed: invalid UTF-8, long, Windows style
+        if op == 10 and name:  # an object renamed: invalid UTF-8, long, Windows style
             new = [b"max_poo\xe9ing2d_2", b"x" * 3000, "layers\\" + base, base + " ", b"\xff"][
-                fdp.ConsumeIntInRange(0, 4)]
+                fdp.ConsumeIntInRange(0, 4)
+            ]
             parent.move(base, new)
             return "object renamed"
         if op == 1 and isinstance(obj, h5py.Dataset):
@@ -506,26 +685,34 @@ class ModelH5:
                 parent.create_dataset(base, shape=shape, dtype=kind)
             return f"weight dtype {kind}"
         if op == 2 and isinstance(obj, h5py.Dataset):
-            shape = [(), (0,), (10**9,), (obj.size,), tuple(reversed(obj.shape)), obj.shape + (1,),
-                     (2**31, 2**31), obj.shape[:-1]][fdp.ConsumeIntInRange(0, 7)]
+            shape = [
+                (),
+                (0,),
+                (10**9,),
+                (obj.size,),
+                tuple(reversed(obj.shape)),
+                obj.shape + (1,),
+                (2**31, 2**31),
+                obj.shape[:-1],
+            ][fdp.ConsumeIntInRange(0, 7)]
             del parent[base]
-            parent.create_dataset(base, shape=shape, dtype="f4")   # declared only: nothing is written
+            parent.create_dataset(base, shape=shape, dtype="f4")  # declared only: nothing is written
             return "weight shape changed"
-        small = isinstance(obj, h5py.Dataset) and 0 < obj.size <= 10**6   # the harness reads it: keep it small
+        small = isinstance(obj, h5py.Dataset) and 0 < obj.size <= 10**6  # the harness reads it: keep it small
         if op == 3 and small:
             v = [np.nan, np.inf, -np.inf, 1e38, -1e38, 0.0][fdp.ConsumeIntInRange(0, 5)]
             a = obj[()].astype(np.float32) if obj.dtype.kind == "f" else np.zeros(obj.shape, np.float32)
             a.reshape(-1)[fdp.ConsumeIntInRange(0, a.size - 1) if fdp.ConsumeBool() else slice(None)] = v
             obj[...] = a
             return f"weight values {v}"
-        if op == 4 and name:                           # a group <-> dataset swap
+        if op == 4 and name:  # a group <-> dataset swap
             del parent[base]
             if isinstance(obj, h5py.Group):
                 parent.create_dataset(base, data=np.zeros(3, np.float32))
                 return "group became a dataset"
             parent.create_group(base)
             return "dataset became a group"
-        if op == 5 and name:                           # links: a loop, dangling, external
+        if op == 5 and name:  # links: a loop, dangling, external
             del parent[base]
             kind = fdp.ConsumeIntInRange(0, 3)
             if kind == 0:
@@ -537,11 +724,10 @@ class ModelH5:
             else:
                 parent[base] = h5py.ExternalLink(str(self.work / "missing.h5"), "/x")
             return "link"
-        if op == 6 and small:                          # compressed, chunked copy
+        if op == 6 and small:  # compressed, chunked copy
             a = obj[()]
             del parent[base]
-            parent.create_dataset(base, data=a, compression=["gzip", "lzf"][fdp.ConsumeIntInRange(0, 1)],
-                                  chunks=True)
+            parent.create_dataset(base, data=a, compression=["gzip", "lzf"][fdp.ConsumeIntInRange(0, 1)], chunks=True)
             return "weight compressed"
         # attributes
         attrs = list(obj.attrs.keys())
@@ -552,11 +738,22 @@ class ModelH5:
         if choice == 0:
             del obj.attrs[key]
             return "attribute deleted"
-        value = [np.int64(7), np.float64(np.nan), np.zeros(3), np.array([], dtype="f8"), np.bytes_(b"\xff\xfe\x00"),
-                 "x" * 70000, np.array([b"a", b"b"]), np.array(["no_such_layer"], dtype=h5py.string_dtype()),
-                 np.array([1, 2], dtype="i4"), "{", json.dumps({"class_name": "Sequential", "config": 5}),
-                 np.array([b"conv2d\0\0"] * 3), np.array([b"max_poo\xe9ing2d_2", b"dense"]),
-                 np.array([b"a\0b"])][choice - 1]
+        value = [
+            np.int64(7),
+            np.float64(np.nan),
+            np.zeros(3),
+            np.array([], dtype="f8"),
+            np.bytes_(b"\xff\xfe\x00"),
+            "x" * 70000,
+            np.array([b"a", b"b"]),
+            np.array(["no_such_layer"], dtype=h5py.string_dtype()),
+            np.array([1, 2], dtype="i4"),
+            "{",
+            json.dumps({"class_name": "Sequential", "config": 5}),
+            np.array([b"conv2d\0\0"] * 3),
+            np.array([b"max_poo\xe9ing2d_2", b"dense"]),
+            np.array([b"a\0b"]),
+        ][choice - 1]
         obj.attrs[key] = value
         return f"attribute {key} replaced"
 
@@ -615,9 +812,31 @@ class ImageBytes:
         return "decoded"
 
 
-DTYPES = [np.uint8, np.uint16, np.int8, np.int16, np.int32, np.int64, np.uint64, np.float16, np.float32,
-          np.float64, np.longdouble, np.bool_, np.complex64, np.complex128, object, "U3", "S3", "M8[s]",
-          "m8[s]", [("a", "u1"), ("b", "f4")], ">f4", ">u2", "V4"]
+DTYPES = [
+    np.uint8,
+    np.uint16,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.uint64,
+    np.float16,
+    np.float32,
+    np.float64,
+    np.longdouble,
+    np.bool_,
+    np.complex64,
+    np.complex128,
+    object,
+    "U3",
+    "S3",
+    "M8[s]",
+    "m8[s]",
+    [("a", "u1"), ("b", "f4")],
+    ">f4",
+    ">u2",
+    "V4",
+]
 DIMS = [0, 1, 2, 3, 4, 5, 7, 28, 29, 56, 100]
 SPECIAL = [0.0, 1.0, 255.0, 256.0, 65535.0, 65536.0, -1.0, -1e-30, 1e30, np.nan, np.inf, -np.inf, 0.5, 1e-45]
 
@@ -633,7 +852,7 @@ class ImageArray:
         cat = f"{dtype.kind}{dtype.itemsize} rank {rank}"
         try:
             a = self.values(fdp, dtype, shape)
-        except (ValueError, TypeError, OverflowError):   # value not representable in the dtype
+        except (ValueError, TypeError, OverflowError):  # value not representable in the dtype
             a = np.zeros(shape, dtype)
         layout = fdp.ConsumeIntInRange(0, 6)
         view, lname = self.layout(a, layout, fdp)
@@ -682,7 +901,7 @@ class ImageArray:
             return np.zeros(shape, dtype)
         if kind == 0:
             return np.zeros(shape, dtype)
-        if kind == 1:   # one special value everywhere, or sprinkled
+        if kind == 1:  # one special value everywhere, or sprinkled
             v = SPECIAL[fdp.ConsumeIntInRange(0, len(SPECIAL) - 1)]
             a = np.full(shape, 0, dtype)
             if n:
@@ -707,9 +926,8 @@ class ImageArray:
             return np.asfortranarray(a), "fortran"
         if layout == 4:
             return a[(slice(None, None, -1),) * a.ndim], "reversed"
-        if layout == 5:   # zero strides: a huge virtual image on one element
-            big = [(28, 28), (1, 10**6), (10**5, 10**5), (3, 10**4, 10**4), (2, 28, 28, 3)][
-                fdp.ConsumeIntInRange(0, 4)]
+        if layout == 5:  # zero strides: a huge virtual image on one element
+            big = [(28, 28), (1, 10**6), (10**5, 10**5), (3, 10**4, 10**4), (2, 28, 28, 3)][fdp.ConsumeIntInRange(0, 4)]
             return np.broadcast_to(a.reshape(-1)[:1] if a.size else np.zeros(1, a.dtype), big), "zero-stride"
         if a.dtype.kind in "fiu" and a.dtype.itemsize > 1:
             return a.astype(a.dtype.newbyteorder()), "byte-swapped"
@@ -718,11 +936,14 @@ class ImageArray:
 
 # ----------------------------------------------------------------------------- main
 
+
 def main() -> None:
     global _stats_path
     ap = argparse.ArgumentParser()
-    ap.add_argument("target", choices=["model-bytes", "model-config", "model-h5", "onnx-bytes", "onnx-graph",
-                                       "image-bytes", "image-array"])
+    ap.add_argument(
+        "target",
+        choices=["model-bytes", "model-config", "model-h5", "onnx-bytes", "onnx-graph", "image-bytes", "image-array"],
+    )
     ap.add_argument("--seeds", type=Path, help="directory of model seed files (.h5, .keras, .json)")
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--stats", type=Path, required=True)
@@ -737,16 +958,21 @@ def main() -> None:
     lenet.set_max_image_pixels(4_000_000)
 
     if args.target.startswith("onnx"):
-        target = OnnxBytes(args.seeds, args.work, corpus) if args.target == "onnx-bytes" else \
-            OnnxGraph(args.seeds, args.work)
+        target = (
+            OnnxBytes(args.seeds, args.work, corpus)
+            if args.target == "onnx-bytes"
+            else OnnxGraph(args.seeds, args.work)
+        )
         if args.target == "onnx-graph":
             (corpus / "seed").write_bytes(bytes(range(64)))
     elif args.target.startswith("model"):
         seeds = model_seeds(args.seeds)
         assert seeds, f"no model seeds in {args.seeds}"
-        target = {"model-bytes": lambda: ModelBytes(seeds, args.work, corpus),
-                  "model-config": lambda: ModelConfig(seeds),
-                  "model-h5": lambda: ModelH5(seeds, args.work)}[args.target]()
+        target = {
+            "model-bytes": lambda: ModelBytes(seeds, args.work, corpus),
+            "model-config": lambda: ModelConfig(seeds),
+            "model-h5": lambda: ModelH5(seeds, args.work),
+        }[args.target]()
         if args.target != "model-bytes":
             (corpus / "seed").write_bytes(bytes(range(64)))
     elif args.target == "image-bytes":
@@ -759,7 +985,7 @@ def main() -> None:
     # last half second of stats is written by a C exit handler instead.
     global _flush_at_exit
     _flush_at_exit = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_void_p)(lambda status, arg: flush())
-    ctypes.CDLL(None).on_exit(_flush_at_exit, None)   # glibc's; atexit is not an exported symbol
+    ctypes.CDLL(None).on_exit(_flush_at_exit, None)  # glibc's; atexit is not an exported symbol
     atheris.Setup([sys.argv[0], *libfuzzer, str(corpus)], target)
     atheris.Fuzz()
 

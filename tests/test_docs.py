@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 README = REPO / "README.md"
@@ -63,6 +62,7 @@ def _anchors(page: Path) -> set[str]:
 
 # ------------------------------------------------------------------ the front page
 
+
 def test_the_readme_is_a_front_page():
     lines = README.read_text().splitlines()
     assert len(lines) <= 160, f"README.md has {len(lines)} lines: what a newcomer needs not first goes to docs/"
@@ -76,8 +76,10 @@ def test_the_readme_set_up_is_what_ci_runs():
     .ci/run ends with exactly the second."""
     setup = README.read_text().split("## Set-up", 1)[1].split("\n## ", 1)[0]
     commands = [block.strip() for lang, block in FENCE.findall(setup) if lang == "sh"]
-    assert commands == ['pip install . && lenet-cli examples/digit-7.png',
-                        'pip install ".[test]" && python -m pytest'], commands
+    assert commands == [
+        "pip install . && lenet-cli examples/digit-7.png",
+        'pip install ".[test]" && python -m pytest',
+    ], commands
     ci = [line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.strip()]
     assert ci[-1] == commands[1], f".ci/run ends with {ci[-1]!r}, not the README's test command"
 
@@ -86,7 +88,7 @@ def test_the_readme_set_up_is_what_ci_runs():
 def test_links_resolve(page):
     broken = []
     for target in LINK.findall(_prose(page.read_text())):
-        if re.match(r"[a-z]+:", target):      # http(s):, mailto:
+        if re.match(r"[a-z]+:", target):  # http(s):, mailto:
             continue
         path, _, anchor = target.partition("#")
         dest = (page.parent / path).resolve() if path else page
@@ -98,6 +100,7 @@ def test_links_resolve(page):
 
 
 # ------------------------------------------------------------------ the examples, run
+
 
 def _console_cases():
     for page in [README, *DOCS]:
@@ -124,16 +127,27 @@ def checkout_root(tmp_path_factory):
 
 def _env():
     # The interpreter running the tests and its scripts (lenet-cli) come first on the PATH.
-    return dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
-                PYTHONWARNINGS="ignore", TF_CPP_MIN_LOG_LEVEL="3")
+    return dict(
+        os.environ,
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+        PYTHONWARNINGS="ignore",
+        TF_CPP_MIN_LOG_LEVEL="3",
+    )
 
 
 @pytest.mark.parametrize("command,expected", list(_console_cases()))
 def test_console_examples(command, expected, checkout_root):
-    run = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=checkout_root, env=_env(),
-                         capture_output=True, text=True, timeout=300)
-    assert doctest.OutputChecker().check_output(expected + "\n", run.stdout, OPTIONS), \
+    run = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command],
+        cwd=checkout_root,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert doctest.OutputChecker().check_output(expected + "\n", run.stdout, OPTIONS), (
         f"$ {command}\nexpected:\n{expected}\ngot (exit {run.returncode}):\n{run.stdout}\nstderr:\n{run.stderr}"
+    )
 
 
 @pytest.mark.parametrize("page", [p for p in [README, *DOCS] if any(_blocks(p, "pycon"))], ids=_rel)
@@ -145,5 +159,5 @@ def test_python_examples(page, checkout_root, monkeypatch):
     for line, block in _blocks(page, "pycon"):
         test = parser.get_doctest(block, globs, f"{_rel(page)}:{line}", str(page), line)
         runner.run(test, out=report.append, clear_globs=False)
-        globs = test.globs          # a DocTest runs in a copy: the next block goes on from this one
+        globs = test.globs  # a DocTest runs in a copy: the next block goes on from this one
     assert runner.failures == 0, "".join(report)

@@ -14,8 +14,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from lenet._native import _core
 
 # Libraries that come from their own wheels (the nvidia-* and scipy-openblas32
@@ -40,8 +40,9 @@ def repaired(tmp_path_factory):
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "built"), str(REPO)], timeout=1800)
     (built,) = (tmp / "built").glob("lenet-*.whl")
     excludes = [arg for lib in LINKED for arg in ("--exclude", lib)]
-    _run([sys.executable, "-m", "auditwheel", "repair", *excludes, "-w", str(tmp / "repaired"), str(built)],
-         timeout=600)
+    _run(
+        [sys.executable, "-m", "auditwheel", "repair", *excludes, "-w", str(tmp / "repaired"), str(built)], timeout=600
+    )
     (wheel,) = (tmp / "repaired").glob("lenet-*.whl")
     return built, wheel
 
@@ -51,7 +52,7 @@ def test_the_wheel_is_manylinux_and_small(repaired):
     assert "manylinux" in wheel.name, wheel.name
     names = zipfile.ZipFile(wheel).namelist()
     bundled = [Path(n).name for n in names if n.startswith("lenet.libs/") and not n.endswith("/")]
-    if _core.png_decoder:   # a build with the PNG fast lane: libpng travels inside
+    if _core.png_decoder:  # a build with the PNG fast lane: libpng travels inside
         assert any(n.startswith("libpng") for n in bundled), bundled
     assert not any(lib.split(".so")[0] in n for n in bundled for lib in EXTERNAL), bundled
     assert {"lenet/weights/lenet5.h5", "lenet/py.typed", "lenet/_core.pyi"} <= set(names)
@@ -60,9 +61,11 @@ def test_the_wheel_is_manylinux_and_small(repaired):
     infos = zipfile.ZipFile(wheel).infolist()
     weights = sum(i.compress_size for i in infos if i.filename.startswith("lenet/weights/"))
     largest = sorted(infos, key=lambda i: -i.compress_size)[:5]
-    print(f"\n{wheel.name}: {size / 1e6:.1f} MB, of which weights {weights / 1e6:.1f} MB; largest: "
-          + ", ".join(f"{Path(i.filename).name} {i.compress_size / 1e6:.2f} MB" for i in largest)
-          + f"; bundled: {', '.join(bundled)}")
+    print(
+        f"\n{wheel.name}: {size / 1e6:.1f} MB, of which weights {weights / 1e6:.1f} MB; largest: "
+        + ", ".join(f"{Path(i.filename).name} {i.compress_size / 1e6:.2f} MB" for i in largest)
+        + f"; bundled: {', '.join(bundled)}"
+    )
     # Measured: 13.6 MB with the CUDA module, 12.5 MB of it the three weight files (lenet-tf's
     # 3.2 million parameters); the code, the CUDA module and libpng ~1 MB compressed.
     assert size - weights < 4e6 and size < 16e6, (size, weights)
@@ -73,22 +76,32 @@ def test_a_user_without_a_compiler_installs_and_runs_it(repaired, tmp_path):
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], timeout=300)
     bin_dir = venv / "bin"
-    env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "LANG": "C.UTF-8",
-           # the dependencies come as binary wheels from the index (pip's cache when warm)
-           "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env = {
+        "PATH": str(bin_dir),
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        # the dependencies come as binary wheels from the index (pip's cache when warm)
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
     for key in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_CACHE_DIR", "XDG_CACHE_HOME"):
         if key in os.environ:
             env[key] = os.environ[key]
     if "PIP_CACHE_DIR" not in env and "XDG_CACHE_HOME" not in env:
         env["PIP_CACHE_DIR"] = str(Path.home() / ".cache" / "pip")
     assert not [c for c in COMPILERS if shutil.which(c, path=env["PATH"])]
-    _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "--only-binary", ":all:", str(wheel)], env=env,
-         timeout=1200)
-    out = _run([str(bin_dir / "lenet-cli"), "--device", "cpu", str(REPO / "examples" / "digit-7.png")], env=env,
-               timeout=300, cwd=tmp_path)
+    _run(
+        [str(bin_dir / "python"), "-m", "pip", "install", "-q", "--only-binary", ":all:", str(wheel)],
+        env=env,
+        timeout=1200,
+    )
+    out = _run(
+        [str(bin_dir / "lenet-cli"), "--device", "cpu", str(REPO / "examples" / "digit-7.png")],
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert out.stdout.split()[1] == "7", out.stdout
     probe = "import json, lenet; print(json.dumps([lenet.__file__, lenet.info()['png_decoder']]))"
-    where, decoder = json.loads(_run([str(bin_dir / "python"), "-c", probe], env=env, timeout=300,
-                                     cwd=tmp_path).stdout)
-    assert Path(where).is_relative_to(venv)   # the wheel's lenet, not the one the tests run on
+    where, decoder = json.loads(_run([str(bin_dir / "python"), "-c", probe], env=env, timeout=300, cwd=tmp_path).stdout)
+    assert Path(where).is_relative_to(venv)  # the wheel's lenet, not the one the tests run on
     assert decoder == _core.png_decoder

@@ -4,7 +4,7 @@
 // The record is generic: every layer kind reads the fields it needs (the layer
 // table, layers.cpp, says which) and ignores the rest. Its fields are listed
 // once, in LENET_LAYER_FIELDS; the Python binding and the type stub are made
-// from that list (tests/test_core_api.py checks the stub against it).
+// from that list (tests/core/test_core_api.py checks the stub against it).
 //
 // Shapes are Keras' per-sample shapes; weights are named and in Keras' layouts
 // (a conv kernel (kh, kw, in/groups, filters), a dense kernel (in, units), ...).

@@ -317,7 +317,7 @@ bool pad_into_conv(StepGraph& g, int i) {
 // The largest |shift| of an affine (y = x * scale + shift) folded into the conv or
 // dense after it. A batch norm's x is near its mean, so x * scale is about -shift =
 // mean * gamma / sqrt(var + eps), and a trained batch norm's shift reaches the hundreds
-// (tests/keras_zoo.py bn_trained). Folded, the conv sums those large terms against the
+// (tests/models/keras_zoo.py bn_trained). Folded, the conv sums those large terms against the
 // bias sum(w * shift), and float32 loses |shift| times what the affine step loses
 // unfolded (whose outputs are small). Rescaling and Normalization of pixels stay near 1.
 constexpr float kMaxFoldedShift = 1.f;

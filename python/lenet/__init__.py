@@ -1,17 +1,38 @@
 """lenet: a LeNet inference engine for Keras HDF5 models.
 
-    >>> import lenet
-    >>> r = lenet.infer("digit.png")        # shipped default weights, best device
-    >>> r.digit, r.probabilities
-    >>> eng = lenet.Engine("model.h5", device="cpu", threads=2)
-    >>> eng.predict_proba(x)                 # ready float32 batch -> (n, classes)
+>>> import lenet
+>>> r = lenet.infer("digit.png")        # shipped default weights, best device
+>>> r.digit, r.probabilities
+>>> eng = lenet.Engine("model.h5", device="cpu", threads=2)
+>>> eng.predict_proba(x)                 # ready float32 batch -> (n, classes)
 """
 
 from ._native import _core
-from .engine import (DEFAULT_MODEL, Engine, Model, Number, Result, cuda_available, cuda_built, default_threads,
-                     infer, infer_iter, load, read_number)
-from .errors import (CudaError, Error, ImageTooLargeError, InputError, InputFileNotFoundError, ModelError,
-                     ModelFileError, ModelFileNotFoundError, UnsupportedModelError)
+from .engine import (
+    DEFAULT_MODEL,
+    Engine,
+    Model,
+    Number,
+    Result,
+    cuda_available,
+    cuda_built,
+    default_threads,
+    infer,
+    infer_iter,
+    load,
+    read_number,
+)
+from .errors import (
+    CudaError,
+    Error,
+    ImageTooLargeError,
+    InputError,
+    InputFileNotFoundError,
+    ModelError,
+    ModelFileError,
+    ModelFileNotFoundError,
+    UnsupportedModelError,
+)
 from .images import max_image_pixels, set_max_image_pixels
 from .keras import SHIPPED_MODELS, shipped_weights
 
@@ -39,7 +60,7 @@ def info() -> dict:
         # ("" when this build had no libpng: OpenCV decodes every file).
         "png_decoder": _core.png_decoder,
     }
-    out["cuda_build"] = _core.cuda_build   # what the build decided, and why
+    out["cuda_build"] = _core.cuda_build  # what the build decided, and why
     if _native.cuda_module is not None:
         out.update(_native.cuda_module.info())
     else:
@@ -48,9 +69,31 @@ def info() -> dict:
 
 
 __all__ = [
-    "DEFAULT_MODEL", "SHIPPED_MODELS", "Engine", "Model", "Number", "Result", "infer", "infer_iter", "read_number", "load", "info",
-    "shipped_weights", "max_image_pixels", "set_max_image_pixels",
-    "cuda_available", "cuda_built", "cpu_kernel_sets", "default_threads",
-    "Error", "ModelError", "ModelFileError", "ModelFileNotFoundError", "UnsupportedModelError", "InputError",
-    "InputFileNotFoundError", "ImageTooLargeError", "CudaError",
+    "DEFAULT_MODEL",
+    "SHIPPED_MODELS",
+    "Engine",
+    "Model",
+    "Number",
+    "Result",
+    "infer",
+    "infer_iter",
+    "read_number",
+    "load",
+    "info",
+    "shipped_weights",
+    "max_image_pixels",
+    "set_max_image_pixels",
+    "cuda_available",
+    "cuda_built",
+    "cpu_kernel_sets",
+    "default_threads",
+    "Error",
+    "ModelError",
+    "ModelFileError",
+    "ModelFileNotFoundError",
+    "UnsupportedModelError",
+    "InputError",
+    "InputFileNotFoundError",
+    "ImageTooLargeError",
+    "CudaError",
 ]

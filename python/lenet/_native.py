@@ -27,6 +27,7 @@ def _preload_openblas() -> None:
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     try:
         import scipy_openblas32
+
         path = os.path.join(scipy_openblas32.get_lib_dir(), "libscipy_openblas.so")
         if os.path.exists(path):
             ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
@@ -41,7 +42,6 @@ def _preload_openblas() -> None:
 
 _preload_openblas()
 from . import _core  # noqa: E402
-
 
 # Where cuDNN 9 and cuBLAS 13 are looked for, in order: the nvidia-* wheels this
 # Python imports, the files the build compiled against (CUDNN_ROOT or toolkit
@@ -76,17 +76,20 @@ def cuda_library_candidates(module) -> tuple[list[str], list[str]]:
 def _load_cuda():
     """Returns (module or None, reason it is missing)."""
     if not cuda_built():
-        return None, (f"lenet was built without the GPU backend ({_core.cuda_build}); to build it: "
-                      "LENET_CUDA=ON pip install \".[cuda]\" (needs nvcc)")
+        return None, (
+            f"lenet was built without the GPU backend ({_core.cuda_build}); to build it: "
+            'LENET_CUDA=ON pip install ".[cuda]" (needs nvcc)'
+        )
     try:
         module = importlib.import_module("lenet._cuda")
     except ImportError as e:  # built, but the module itself cannot be loaded
         return None, f"the CUDA backend is built but cannot be loaded: {e}"
     from .errors import CudaError
+
     try:
         module.load_libraries(*cuda_library_candidates(module))
     except CudaError as e:
-        return None, f"the CUDA backend is built but {e}; install them: pip install \"lenet[cuda]\""
+        return None, f'the CUDA backend is built but {e}; install them: pip install "lenet[cuda]"'
     return module, ""
 
 

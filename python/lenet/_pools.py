@@ -32,7 +32,7 @@ def map_chunks(fn: Callable, indices, threads: int) -> list:
         return [fn(i) for i in indices]
     workers = pool(threads - 1)
     bounds = [len(indices) * k // threads for k in range(threads + 1)]
-    chunks = [indices[bounds[k]:bounds[k + 1]] for k in range(threads)]
+    chunks = [indices[bounds[k] : bounds[k + 1]] for k in range(threads)]
     others = [workers.submit(lambda part: [fn(i) for i in part], part) for part in chunks[1:]]
     out = [fn(i) for i in chunks[0]]
     for f in others:

@@ -9,6 +9,7 @@ import warnings
 from . import _native
 from .errors import CudaError, InputError
 
+
 def cuda_built() -> bool:
     """Whether this installation includes the CUDA backend module."""
     return _native.cuda_built()
@@ -18,8 +19,12 @@ def cuda_available() -> bool:
     """Whether ``device="cuda"`` can run here (backend loaded and a GPU present). Never raises.
     Without an NVIDIA driver it answers without loading the CUDA libraries."""
     try:
-        return (_native.cuda_built() and _native.driver_present() and _native.cuda_module is not None
-                and bool(_native.cuda_module.device_count() > 0))
+        return (
+            _native.cuda_built()
+            and _native.driver_present()
+            and _native.cuda_module is not None
+            and bool(_native.cuda_module.device_count() > 0)
+        )
     except Exception:
         return False
 

@@ -19,8 +19,20 @@ from .images import Prepared, as_array, check_batch_size, label_of, prepare, pre
 from .model import DEFAULT_MODEL, Model, load
 from .results import Number, Result, answers, results
 
-__all__ = ["DEFAULT_MODEL", "Engine", "Model", "Number", "Result", "cuda_available", "cuda_built",
-           "default_threads", "infer", "infer_iter", "load", "read_number"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "Engine",
+    "Model",
+    "Number",
+    "Result",
+    "cuda_available",
+    "cuda_built",
+    "default_threads",
+    "infer",
+    "infer_iter",
+    "load",
+    "read_number",
+]
 
 
 class Engine:
@@ -43,10 +55,18 @@ class Engine:
     A closed engine raises ``lenet.Error`` when used.
     """
 
-    def __init__(self, weights: Union[str, os.PathLike, Model, None] = None, device: str = "auto",
-                 threads: Optional[int] = None, *, arch: Optional[str] = None,
-                 input_scale: Optional[float] = None, allow_tf32: bool = False, cuda_graphs: bool = True,
-                 cpu_kernels: str = "auto"):
+    def __init__(
+        self,
+        weights: Union[str, os.PathLike, Model, None] = None,
+        device: str = "auto",
+        threads: Optional[int] = None,
+        *,
+        arch: Optional[str] = None,
+        input_scale: Optional[float] = None,
+        allow_tf32: bool = False,
+        cuda_graphs: bool = True,
+        cpu_kernels: str = "auto",
+    ):
         self.model = weights if isinstance(weights, Model) else load(weights, arch=arch)
         threads_asked = threads
         if threads is None:
@@ -59,14 +79,22 @@ class Engine:
         self.device = resolve_device(device)
         if not isinstance(cpu_kernels, str):
             raise InputError(f"cpu_kernels must be a string, got {cpu_kernels!r}")
-        self._executor = _core.Executor(self.model.network, self.device, threads, allow_tf32, cuda_graphs,
-                                        cpu_kernels)
+        self._executor = _core.Executor(self.model.network, self.device, threads, allow_tf32, cuda_graphs, cpu_kernels)
         # What a copy of this Engine in another process is made with (see __reduce__): the
         # device and thread count as asked ("auto" is decided again where it lands).
-        self._made_with = {"device": device, "threads": threads_asked, "input_scale": self.input_scale,
-                           "allow_tf32": allow_tf32, "cuda_graphs": cuda_graphs, "cpu_kernels": cpu_kernels}
-        self._options = {"tf32": bool(allow_tf32) and self.device == "cuda",
-                         "graphs": bool(cuda_graphs) and self.device == "cuda", "cpu_kernels": cpu_kernels}
+        self._made_with = {
+            "device": device,
+            "threads": threads_asked,
+            "input_scale": self.input_scale,
+            "allow_tf32": allow_tf32,
+            "cuda_graphs": cuda_graphs,
+            "cpu_kernels": cpu_kernels,
+        }
+        self._options = {
+            "tf32": bool(allow_tf32) and self.device == "cuda",
+            "graphs": bool(cuda_graphs) and self.device == "cuda",
+            "cpu_kernels": cpu_kernels,
+        }
         self._rank = len(self.model.input_shape)
         # Asked per call on the serving path: the core answers through pybind11 each time.
         self._input_rest = tuple(self.model.input_shape[1:])
@@ -75,7 +103,7 @@ class Engine:
         # several channels first.
         self._transpose_rows = shape is not None and shape[2] > 1 and self.model.channels_first
         self._scale32 = np.float32(self.input_scale)
-        self._image_shape: Optional[tuple] = None   # image_shape, once checked
+        self._image_shape: Optional[tuple] = None  # image_shape, once checked
         self._threads = self._executor.threads
         _open_engines.add(self)
 
@@ -120,8 +148,11 @@ class Engine:
         for s in d["steps"]:
             facts = [f"{k}={s[k]}" for k in ("algorithm", "math", "fused", "workspace_bytes") if s.get(k) is not None]
             if facts:
-                lines.append(f"  {s['op']:<12} {s['layers']:<24} " + ", ".join(facts) +
-                             (f" ({s['fusion']})" if s.get("fusion") else ""))
+                lines.append(
+                    f"  {s['op']:<12} {s['layers']:<24} "
+                    + ", ".join(facts)
+                    + (f" ({s['fusion']})" if s.get("fusion") else "")
+                )
         return "\n".join(lines)
 
     def describe(self) -> dict:
@@ -140,21 +171,33 @@ class Engine:
             self._executor.run(np.zeros((1,) + tuple(self.model.input_shape[1:]), np.float32))
             plans = self._executor.describe()
         rows = self.model.network.steps()
-        out = {"device": self.device, "description": self._executor.description, "tf32": self._options["tf32"],
-               "graphs": self._options["graphs"], "plans": [], "steps": []}
+        out = {
+            "device": self.device,
+            "description": self._executor.description,
+            "tf32": self._options["tf32"],
+            "graphs": self._options["graphs"],
+            "plans": [],
+            "steps": [],
+        }
         for plan in plans:
             stream = plan["stream"]
-            out["plans"].append({"capacity": plan["capacity"], "execution": stream.get("execution"),
-                                 "why": stream.get("why", "")})
+            out["plans"].append(
+                {"capacity": plan["capacity"], "execution": stream.get("execution"), "why": stream.get("why", "")}
+            )
             for kernel in plan["kernels"]:
                 first, last = kernel.pop("steps")
-                out["steps"].append({
-                    "op": "+".join(rows[i][0] for i in range(first, last + 1)),
-                    "layers": ", ".join(rows[i][1] for i in range(first, last + 1)),
-                    "capacity": plan["capacity"],
-                    "algorithm": kernel.pop("algorithm", None), "fused": kernel.pop("fused", None),
-                    "fusion": kernel.pop("fusion", ""), "workspace_bytes": kernel.pop("workspace_bytes", None),
-                    **kernel})
+                out["steps"].append(
+                    {
+                        "op": "+".join(rows[i][0] for i in range(first, last + 1)),
+                        "layers": ", ".join(rows[i][1] for i in range(first, last + 1)),
+                        "capacity": plan["capacity"],
+                        "algorithm": kernel.pop("algorithm", None),
+                        "fused": kernel.pop("fused", None),
+                        "fusion": kernel.pop("fusion", ""),
+                        "workspace_bytes": kernel.pop("workspace_bytes", None),
+                        **kernel,
+                    }
+                )
         return out
 
     @property
@@ -175,8 +218,13 @@ class Engine:
         torch tensor, a JAX array) or a nested list. ``batch_size``: inputs per call of
         the engine (all at once by default; the outputs are the same). ``verbose`` is
         accepted for Keras' signature and ignored (no progress bar)."""
-        if type(x) is np.ndarray and x.dtype == np.float32 and x.flags.c_contiguous and batch_size is None and \
-                x.ndim == self._rank:
+        if (
+            type(x) is np.ndarray
+            and x.dtype == np.float32
+            and x.flags.c_contiguous
+            and batch_size is None
+            and x.ndim == self._rank
+        ):
             return self._executor.run(x)  # the common case: the core checks the shape
         return self._run(x, self._executor.run, batch_size, "predict")
 
@@ -184,8 +232,13 @@ class Engine:
         """A distribution over the classes per input (see ``Result``): ``predict``'s
         outputs when the model ends in a softmax. A single input without the batch
         axis is accepted too."""
-        if type(x) is np.ndarray and x.dtype == np.float32 and x.flags.c_contiguous and batch_size is None and \
-                x.ndim == self._rank:
+        if (
+            type(x) is np.ndarray
+            and x.dtype == np.float32
+            and x.flags.c_contiguous
+            and batch_size is None
+            and x.ndim == self._rank
+        ):
             return self._executor.probabilities(x)  # the common case: the core checks the shape
         return self._run(x, self._executor.probabilities, batch_size, "predict_proba")
 
@@ -194,7 +247,7 @@ class Engine:
         if not isinstance(x, np.ndarray):
             converted = as_array(x, what) if not isinstance(x, (list, tuple)) else None
             if converted is None and isinstance(x, (list, tuple)):
-                try:   # a nested list of numbers, as Keras takes it
+                try:  # a nested list of numbers, as Keras takes it
                     converted = np.asarray(x, dtype=np.float32)
                 except (ValueError, TypeError) as e:
                     raise InputError(f"{what}: a list that is not an array of numbers ({e})") from None
@@ -206,31 +259,57 @@ class Engine:
         sample = tuple(self.input_shape[1:])
         if what == "predict_proba" and x.shape == sample:
             x = x[None]
-        if x.shape[1:] != sample:   # before any copy: a huge or zero-stride view costs nothing
-            raise InputError(f"{what}: expected an array of shape (n, {', '.join(map(str, sample))}) "
-                             f"(the model's input shape {self.input_shape}), got {x.shape}")
+        if x.shape[1:] != sample:  # before any copy: a huge or zero-stride view costs nothing
+            raise InputError(
+                f"{what}: expected an array of shape (n, {', '.join(map(str, sample))}) "
+                f"(the model's input shape {self.input_shape}), got {x.shape}"
+            )
         check_batch_size(batch_size)
         step = batch_size or max(1, len(x))
-        parts = [run(np.ascontiguousarray(x[i:i + step], dtype=np.float32)) for i in range(0, len(x), step)]
+        parts = [run(np.ascontiguousarray(x[i : i + step], dtype=np.float32)) for i in range(0, len(x), step)]
         if not parts:
             return run(np.zeros((0,) + sample, np.float32))
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     # One image gives a Result, a batch or an iterable a list (for editors and type checkers).
     @overload
-    def infer(self, images: Union[str, os.PathLike, bytes, bytearray, memoryview], mode: str = ...,
-              on_error: Optional[Callable[[InputError], Any]] = ..., *, channel_order: str = ...) -> Result: ...
+    def infer(
+        self,
+        images: Union[str, os.PathLike, bytes, bytearray, memoryview],
+        mode: str = ...,
+        on_error: Optional[Callable[[InputError], Any]] = ...,
+        *,
+        channel_order: str = ...,
+    ) -> Result: ...
 
     @overload
-    def infer(self, images: Union[Sequence[Any], Iterator[Any]], mode: str = ...,
-              on_error: Optional[Callable[[InputError], Any]] = ..., *, channel_order: str = ...) -> list[Result]: ...
+    def infer(
+        self,
+        images: Union[Sequence[Any], Iterator[Any]],
+        mode: str = ...,
+        on_error: Optional[Callable[[InputError], Any]] = ...,
+        *,
+        channel_order: str = ...,
+    ) -> list[Result]: ...
 
     @overload
-    def infer(self, images: Any, mode: str = ..., on_error: Optional[Callable[[InputError], Any]] = ..., *,
-              channel_order: str = ...) -> Union[Result, list[Result]]: ...
+    def infer(
+        self,
+        images: Any,
+        mode: str = ...,
+        on_error: Optional[Callable[[InputError], Any]] = ...,
+        *,
+        channel_order: str = ...,
+    ) -> Union[Result, list[Result]]: ...
 
-    def infer(self, images: Any, mode: str = "auto", on_error: Optional[Callable[[InputError], Any]] = None, *,
-              channel_order: str = "rgb") -> Union[Result, list[Result]]:
+    def infer(
+        self,
+        images: Any,
+        mode: str = "auto",
+        on_error: Optional[Callable[[InputError], Any]] = None,
+        *,
+        channel_order: str = "rgb",
+    ) -> Union[Result, list[Result]]:
         """Classifies images: a path, bytes of an encoded image, an array (one image
         or a batch), a Pillow image, an array-like (``__array__``), or any iterable of
         these (a list, a generator; see ``lenet.images``). One image gives a
@@ -246,8 +325,11 @@ class Engine:
         OpenCV's order (files, bytes and Pillow images are decoded as RGB whatever it
         says). An iterable is read as ``infer_iter`` reads it (ahead, on the engine's
         threads, in bounded memory besides the results)."""
-        if type(images) is np.ndarray or not isinstance(images, (list, tuple)) and (
-                stream.one_input(images) or hasattr(images, "__array__")):
+        if (
+            type(images) is np.ndarray
+            or not isinstance(images, (list, tuple))
+            and (stream.one_input(images) or hasattr(images, "__array__"))
+        ):
             # In memory already (one input, or one array of images): one vectorized batch.
             label = "<array>" if type(images) is np.ndarray else label_of(images, None)
             got = prepare([images], [label], self.image_shape, mode, self._threads, channel_order)
@@ -256,8 +338,9 @@ class Engine:
             out = results(got.rows, self.row_probabilities(got.rows.x))
             return out[0] if got.single else out
         out = []
-        for part in stream.batches(self, images, mode=mode, errors="raise" if on_error is None else "yield",
-                                   channel_order=channel_order):
+        for part in stream.batches(
+            self, images, mode=mode, errors="raise" if on_error is None else "yield", channel_order=channel_order
+        ):
             for r in part:
                 if isinstance(r, InputError):
                     on_error(r)
@@ -265,10 +348,17 @@ class Engine:
                     out.append(r)
         return out
 
-    __call__ = infer   # engine(image), as a Keras model or a torch module is called
+    __call__ = infer  # engine(image), as a Keras model or a torch module is called
 
-    def infer_iter(self, inputs: Any, *, batch_size: Optional[int] = None, mode: str = "auto",
-                   errors: str = "yield", channel_order: str = "rgb") -> Iterator[Union[Result, InputError]]:
+    def infer_iter(
+        self,
+        inputs: Any,
+        *,
+        batch_size: Optional[int] = None,
+        mode: str = "auto",
+        errors: str = "yield",
+        channel_order: str = "rgb",
+    ) -> Iterator[Union[Result, InputError]]:
         """Classifies any number of inputs lazily: yields, in input order, one ``Result``
         per image as soon as its batch is done, while the next inputs are read and
         decoded ahead on the engine's threads. ``inputs``: an iterable of paths, bytes
@@ -282,8 +372,9 @@ class Engine:
         many inputs per call of the engine (default 1024; fewer for large photos, whose
         batches are sized to about 50 ms of decoding). ``channel_order``: as for
         ``infer``. Closing the generator early stops the reading."""
-        return stream.iterate(self, inputs, batch_size=batch_size, mode=mode, errors=errors,
-                              channel_order=channel_order)
+        return stream.iterate(
+            self, inputs, batch_size=batch_size, mode=mode, errors=errors, channel_order=channel_order
+        )
 
     def __reduce__(self):
         """An Engine pickles as its model (the layer records and weights, not a path that
@@ -313,12 +404,16 @@ class Engine:
             return self._image_shape
         shape = self.model.image_shape
         if shape is None:
-            raise InputError(f"{self.model.source}: the model's input {self.input_shape} is not an image, and its "
-                             "length is not a square: lenet cannot tell what size to draw images at; give it "
-                             "arrays with predict()")
+            raise InputError(
+                f"{self.model.source}: the model's input {self.input_shape} is not an image, and its "
+                "length is not a square: lenet cannot tell what size to draw images at; give it "
+                "arrays with predict()"
+            )
         if self.model.output_shape[1:] and len(self.model.output_shape) != 2:
-            raise InputError(f"{self.model.source}: the model's output {self.model.output_shape} is not a vector "
-                             "of class scores; predict() gives it")
+            raise InputError(
+                f"{self.model.source}: the model's output {self.model.output_shape} is not a vector "
+                "of class scores; predict() gives it"
+            )
         self._image_shape = shape
         return shape
 
@@ -329,11 +424,12 @@ class Engine:
         same float32 values). Rows of several chunks may be concatenated first (the
         server's batches)."""
         n = len(rows)
-        if self._transpose_rows:   # a channels_first model of several channels: (n, c, h, w)
+        if self._transpose_rows:  # a channels_first model of several channels: (n, c, h, w)
             rows = rows.transpose(0, 3, 1, 2)
         if rows.dtype == np.uint8:
-            return self._executor.pixel_probabilities(np.ascontiguousarray(rows).reshape((n,) + self._input_rest),
-                                                      self._scale32)
+            return self._executor.pixel_probabilities(
+                np.ascontiguousarray(rows).reshape((n,) + self._input_rest), self._scale32
+            )
         return self._executor.probabilities(self._scaled(rows))
 
     def model_input(self, rows: np.ndarray) -> np.ndarray:
@@ -400,42 +496,83 @@ def _default_engine(weights: Union[str, os.PathLike, None], device: str, threads
 
 
 @overload
-def infer(images: Union[str, os.PathLike, bytes, bytearray, memoryview], *, mode: str = ...,
-          weights: Union[str, os.PathLike, None] = ..., device: str = ..., threads: Optional[int] = ...,
-          channel_order: str = ...) -> Result: ...
+def infer(
+    images: Union[str, os.PathLike, bytes, bytearray, memoryview],
+    *,
+    mode: str = ...,
+    weights: Union[str, os.PathLike, None] = ...,
+    device: str = ...,
+    threads: Optional[int] = ...,
+    channel_order: str = ...,
+) -> Result: ...
 
 
 @overload
-def infer(images: Union[Sequence[Any], Iterator[Any]], *, mode: str = ...,
-          weights: Union[str, os.PathLike, None] = ..., device: str = ..., threads: Optional[int] = ...,
-          channel_order: str = ...) -> list[Result]: ...
+def infer(
+    images: Union[Sequence[Any], Iterator[Any]],
+    *,
+    mode: str = ...,
+    weights: Union[str, os.PathLike, None] = ...,
+    device: str = ...,
+    threads: Optional[int] = ...,
+    channel_order: str = ...,
+) -> list[Result]: ...
 
 
 @overload
-def infer(images: Any, *, mode: str = ..., weights: Union[str, os.PathLike, None] = ..., device: str = ...,
-          threads: Optional[int] = ..., channel_order: str = ...) -> Union[Result, list[Result]]: ...
+def infer(
+    images: Any,
+    *,
+    mode: str = ...,
+    weights: Union[str, os.PathLike, None] = ...,
+    device: str = ...,
+    threads: Optional[int] = ...,
+    channel_order: str = ...,
+) -> Union[Result, list[Result]]: ...
 
 
-def infer(images: Any, *, mode: str = "auto", weights: Union[str, os.PathLike, None] = None, device: str = "auto",
-          threads: Optional[int] = None, channel_order: str = "rgb") -> Union[Result, list[Result]]:
+def infer(
+    images: Any,
+    *,
+    mode: str = "auto",
+    weights: Union[str, os.PathLike, None] = None,
+    device: str = "auto",
+    threads: Optional[int] = None,
+    channel_order: str = "rgb",
+) -> Union[Result, list[Result]]:
     """Classifies images with the shipped default model (or ``weights``) on the best
     available device (see ``Engine.infer`` for ``mode`` and ``channel_order``). The
     Engine is built on first use and reused."""
     return _default_engine(weights, device, threads).infer(images, mode, channel_order=channel_order)
 
 
-def infer_iter(inputs: Any, *, batch_size: Optional[int] = None, mode: str = "auto", errors: str = "yield",
-               weights: Union[str, os.PathLike, None] = None, device: str = "auto",
-               threads: Optional[int] = None, channel_order: str = "rgb") -> Iterator[Union[Result, InputError]]:
+def infer_iter(
+    inputs: Any,
+    *,
+    batch_size: Optional[int] = None,
+    mode: str = "auto",
+    errors: str = "yield",
+    weights: Union[str, os.PathLike, None] = None,
+    device: str = "auto",
+    threads: Optional[int] = None,
+    channel_order: str = "rgb",
+) -> Iterator[Union[Result, InputError]]:
     """``Engine.infer_iter`` on the engine ``infer`` uses (the shipped default model, or
     ``weights``, on the best available device): yields a Result (or an InputError in
     its place) per input, in input order, reading ahead in bounded memory."""
-    return _default_engine(weights, device, threads).infer_iter(inputs, batch_size=batch_size, mode=mode,
-                                                                errors=errors, channel_order=channel_order)
+    return _default_engine(weights, device, threads).infer_iter(
+        inputs, batch_size=batch_size, mode=mode, errors=errors, channel_order=channel_order
+    )
 
 
-def read_number(image: Any, *, weights: Union[str, os.PathLike, None] = None, device: str = "auto",
-                threads: Optional[int] = None, channel_order: str = "rgb") -> Number:
+def read_number(
+    image: Any,
+    *,
+    weights: Union[str, os.PathLike, None] = None,
+    device: str = "auto",
+    threads: Optional[int] = None,
+    channel_order: str = "rgb",
+) -> Number:
     """Reads a number written left to right in one image (see ``Engine.read_number``)
     with the shipped default model (or ``weights``), on the engine ``infer`` uses."""
     return _default_engine(weights, device, threads).read_number(image, channel_order=channel_order)

@@ -31,7 +31,7 @@ class Model:
         self._input_shape = (None,) + tuple(self._network.input_shape)
         self._output_shape = (None,) + tuple(self._network.output_shape)
 
-    def __reduce__(self):   # its spec: the layer records and their weights (lenet.spec)
+    def __reduce__(self):  # its spec: the layer records and their weights (lenet.spec)
         return Model, (self.spec,)
 
     @property
@@ -94,9 +94,11 @@ class Model:
     def summary_text(self) -> str:
         """The text ``summary`` prints."""
         rows = self._network.layers()
-        lines = [f"Model {self.spec.name or '?'} from {self.source}",
-                 f"input {self.input_shape}{', channels_first' if self.channels_first else ''}, "
-                 f"pixels x {self.input_scale:g}"]
+        lines = [
+            f"Model {self.spec.name or '?'} from {self.source}",
+            f"input {self.input_shape}{', channels_first' if self.channels_first else ''}, "
+            f"pixels x {self.input_scale:g}",
+        ]
         width = max([len(f"{n} ({c})") for n, c, _, _ in rows] + [10])
         lines.append(f"{'layer':<{width}}  {'output shape':<20}{'params':>10}")
         for name, cls, shape, params in rows:
@@ -104,8 +106,14 @@ class Model:
         lines.append(f"total parameters: {self._network.params:,}")
         kind = self._network.output_kind
         if kind != "softmax" and len(self.output_shape) == 2:
-            lines.append("outputs: " + ("sigmoids; probabilities are them divided by their sum" if kind == "sigmoid"
-                                        else "scores (logits); probabilities are their softmax"))
+            lines.append(
+                "outputs: "
+                + (
+                    "sigmoids; probabilities are them divided by their sum"
+                    if kind == "sigmoid"
+                    else "scores (logits); probabilities are their softmax"
+                )
+            )
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -121,8 +129,12 @@ def _image_shape(spec: ModelSpec, network: Any) -> Optional[tuple[int, int, int]
     if len(shape) == 2:
         return (shape[0], shape[1], 1)
     first = next((l for l in spec.layers if list(l.inputs) == [-1]), None)
-    if first is not None and first.kind == "reshape" and len(first.target_shape) in (2, 3) and \
-            -1 not in first.target_shape:
+    if (
+        first is not None
+        and first.kind == "reshape"
+        and len(first.target_shape) in (2, 3)
+        and -1 not in first.target_shape
+    ):
         t = tuple(first.target_shape)
         return (t[0], t[1], 1) if len(t) == 2 else ((t[1], t[2], t[0]) if network.channels_first else t)
     side = int(round(shape[0] ** 0.5))
@@ -144,6 +156,7 @@ def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None)
         path = shipped_weights(path)
     if arch is None and _is_onnx(path):
         from . import onnx as onnx_format
+
         return Model(onnx_format.read_model(path))
     return Model(read_model(path, arch=arch))
 
@@ -159,4 +172,5 @@ def _is_onnx(path: Any) -> bool:
     except OSError:
         return False
     from .onnx import looks_like_onnx
+
     return looks_like_onnx(head, path)

@@ -27,10 +27,10 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from .engine import Engine
-from .model import Model, load
-from .results import Result
 from .errors import InputError
 from .images import Named, is_one_image
+from .model import Model, load
+from .results import Result
 
 # What classify() reads from a directory: the extensions lenet-cli takes.
 IMAGE_EXTENSIONS = ("png", "jpg", "jpeg", "bmp", "gif", "tif", "tiff", "webp", "pbm", "pgm", "ppm", "pnm")
@@ -54,8 +54,7 @@ class Classifier:
     threads (default: the CPUs the actor may use). ``mode``: as for ``lenet.infer``.
     """
 
-    def __init__(self, weights: Any = None, device: str = "auto", threads: Optional[int] = None,
-                 mode: str = "auto"):
+    def __init__(self, weights: Any = None, device: str = "auto", threads: Optional[int] = None, mode: str = "auto"):
         ray = _ray()
         if isinstance(weights, ray.ObjectRef):
             weights = ray.get(weights)
@@ -69,23 +68,28 @@ class Classifier:
             data, kind = batch["bytes"], "file"
         elif "image" in batch:
             data, kind = batch["image"], "image"
-        elif "path" in batch:   # paths this actor reads itself (a filesystem it sees)
+        elif "path" in batch:  # paths this actor reads itself (a filesystem it sees)
             data, kind = batch["path"], "path"
         else:
-            raise InputError(f"lenet.ray.Classifier: a batch needs a 'bytes' column (read_binary_files), an "
-                             f"'image' column (read_images) or a 'path' column; it has {sorted(batch)}")
+            raise InputError(
+                f"lenet.ray.Classifier: a batch needs a 'bytes' column (read_binary_files), an "
+                f"'image' column (read_images) or a 'path' column; it has {sorted(batch)}"
+            )
         n = len(data)
         paths = [str(p) for p in batch["path"]] if "path" in batch else [f"<row {i}>" for i in range(n)]
         items: list = []
         for value, path in zip(data, paths):
             if kind == "path":
-                items.append(path)   # read with the engine's own reader (the PNG fast lane included)
+                items.append(path)  # read with the engine's own reader (the PNG fast lane included)
             elif kind == "file":
                 items.append(Named(bytes(value), path))
             else:
                 a = np.asarray(value)
-                items.append(Named(a, path) if is_one_image(a) else
-                             InputError(f"{path}: an array of shape {a.shape} is not one image"))
+                items.append(
+                    Named(a, path)
+                    if is_one_image(a)
+                    else InputError(f"{path}: an array of shape {a.shape} is not one image")
+                )
         digits = np.full(n, -1, np.int64)
         confidence = np.full(n, np.nan, np.float32)
         probabilities = np.full((n, self.engine.classes), np.nan, np.float32)
@@ -101,8 +105,13 @@ class Classifier:
                 digits[i], confidence[i], probabilities[i], modes[i] = r.digit, r.confidence, r.probabilities, r.mode
             else:
                 errors[i] = str(r)
-        out = {"digit": digits, "confidence": confidence, "probabilities": probabilities,
-               "mode": np.array(modes, dtype=object), "error": np.array(errors, dtype=object)}
+        out = {
+            "digit": digits,
+            "confidence": confidence,
+            "probabilities": probabilities,
+            "mode": np.array(modes, dtype=object),
+            "error": np.array(errors, dtype=object),
+        }
         if "path" in batch:
             out = {"path": np.asarray(batch["path"]), **out}
         return out
@@ -118,8 +127,11 @@ def _image_files(directory: str) -> list[str]:
     found = []
     for root, dirs, files in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found += [os.path.join(root, f) for f in sorted(files)
-                  if not f.startswith(".") and f.rsplit(".", 1)[-1].lower() in IMAGE_EXTENSIONS]
+        found += [
+            os.path.join(root, f)
+            for f in sorted(files)
+            if not f.startswith(".") and f.rsplit(".", 1)[-1].lower() in IMAGE_EXTENSIONS
+        ]
     if not found:
         raise InputError(f"lenet.ray.classify: {directory}: no image files there")
     return found
@@ -131,15 +143,24 @@ def _actor_cpus() -> Optional[int]:
         ray = _ray()
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
         return max(1, int(cpus)) if cpus else None
-    except Exception:   # not in an actor: the engine decides
+    except Exception:  # not in an actor: the engine decides
         return None
 
 
-def classify(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]], Any], *, weights: Any = None,
-             device: str = "auto", mode: str = "auto", batch_size: int = 1024, concurrency: Optional[int] = None,
-             num_cpus: Optional[float] = None, num_gpus: Optional[float] = None,
-             threads: Optional[int] = None, preserve_order: bool = False,
-             read_in_actors: Optional[bool] = None) -> Any:
+def classify(
+    inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]], Any],
+    *,
+    weights: Any = None,
+    device: str = "auto",
+    mode: str = "auto",
+    batch_size: int = 1024,
+    concurrency: Optional[int] = None,
+    num_cpus: Optional[float] = None,
+    num_gpus: Optional[float] = None,
+    threads: Optional[int] = None,
+    preserve_order: bool = False,
+    read_in_actors: Optional[bool] = None,
+) -> Any:
     """A Dataset of the classified images (lazy: nothing runs until it is consumed or
     written). ``inputs``: a directory or a path (local, or any filesystem Ray reads:
     s3://, gs://, ...; image files by extension, recursively), a list of paths, or a Ray
@@ -161,21 +182,28 @@ def classify(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]], 
     if isinstance(inputs, (list, tuple)) and not inputs:
         raise InputError("lenet.ray.classify: no inputs")
     listed = [os.fspath(p) for p in inputs] if isinstance(inputs, (list, tuple)) else None
-    local = (all("://" not in p for p in listed) if listed is not None else
-             isinstance(inputs, (str, os.PathLike)) and "://" not in os.fspath(inputs))
-    if read_in_actors is None:   # local paths mean the same file everywhere only on a single node
+    local = (
+        all("://" not in p for p in listed)
+        if listed is not None
+        else isinstance(inputs, (str, os.PathLike)) and "://" not in os.fspath(inputs)
+    )
+    if read_in_actors is None:  # local paths mean the same file everywhere only on a single node
         read_in_actors = local and len([n for n in ray.nodes() if n.get("Alive")]) <= 1
     if read_in_actors and not local:
-        raise InputError("lenet.ray.classify: read_in_actors=True needs local paths (give s3://... and friends to "
-                         "Ray's readers)")
+        raise InputError(
+            "lenet.ray.classify: read_in_actors=True needs local paths (give s3://... and friends to Ray's readers)"
+        )
     if read_in_actors:
         paths = listed if listed is not None else _image_files(os.fspath(inputs))
         ds = ray.data.from_items([{"path": p} for p in paths])
     elif listed is not None:
         ds = ray.data.read_binary_files(listed, include_paths=True)
     elif isinstance(inputs, (str, os.PathLike)):
-        ds = ray.data.read_binary_files(os.fspath(inputs), include_paths=True,
-                                        file_extensions=list(IMAGE_EXTENSIONS) + [e.upper() for e in IMAGE_EXTENSIONS])
+        ds = ray.data.read_binary_files(
+            os.fspath(inputs),
+            include_paths=True,
+            file_extensions=list(IMAGE_EXTENSIONS) + [e.upper() for e in IMAGE_EXTENSIONS],
+        )
     else:
         ds = inputs
     if preserve_order:
@@ -188,13 +216,21 @@ def classify(inputs: Union[str, os.PathLike, Sequence[Union[str, os.PathLike]], 
     if concurrency is None:
         if num_gpus:
             concurrency = max(1, int(ray.cluster_resources().get("GPU", 1) // num_gpus))
-        else:   # one CPU left to the tasks that read the files: actors holding every CPU would starve them
+        else:  # one CPU left to the tasks that read the files: actors holding every CPU would starve them
             concurrency = max(1, int((ray.cluster_resources().get("CPU", 2) - 1) // actor_cpus))
-    return ds.map_batches(Classifier, fn_constructor_kwargs={"weights": ray.put(model), "device": device,
-                                                             "threads": threads or int(max(1, actor_cpus)),
-                                                             "mode": mode},
-                          batch_size=batch_size, batch_format="numpy",
-                          compute=ray.data.ActorPoolStrategy(size=concurrency), **options)
+    return ds.map_batches(
+        Classifier,
+        fn_constructor_kwargs={
+            "weights": ray.put(model),
+            "device": device,
+            "threads": threads or int(max(1, actor_cpus)),
+            "mode": mode,
+        },
+        batch_size=batch_size,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=concurrency),
+        **options,
+    )
 
 
 __all__ = ["Classifier", "classify", "IMAGE_EXTENSIONS"]

@@ -12,6 +12,7 @@ import numpy as np
 
 from .errors import InputError
 
+
 class Result:
     """One classified image, a value: immutable, equal to another Result of the same digit,
     probabilities (bit for bit), source and mode; hashable (in sets, as dict keys).
@@ -25,16 +26,24 @@ class Result:
     # the dataclass's __init__ (object.__setattr__ per field) cost 4 us of the GIL each.
     __slots__ = ("digit", "probabilities", "source", "mode", "_input", "_scale")
 
-    digit: int                  # the most probable class
-    probabilities: np.ndarray   # float32 (classes,), sums to 1 (read-only)
-    source: str                 # the path, "<bytes>", "<array>[i]", ...
-    mode: str                   # the preprocessing the image took: "mnist" or "photo"
+    digit: int  # the most probable class
+    probabilities: np.ndarray  # float32 (classes,), sums to 1 (read-only)
+    source: str  # the path, "<bytes>", "<array>[i]", ...
+    mode: str  # the preprocessing the image took: "mnist" or "photo"
 
-    def __init__(self, digit: int, probabilities: np.ndarray, source: str = "", mode: str = "", *,
-                 _input: Optional[np.ndarray] = None, _scale: float = 1.0):
+    def __init__(
+        self,
+        digit: int,
+        probabilities: np.ndarray,
+        source: str = "",
+        mode: str = "",
+        *,
+        _input: Optional[np.ndarray] = None,
+        _scale: float = 1.0,
+    ):
         if type(probabilities) is not np.ndarray:
             probabilities = np.asarray(probabilities)
-        if probabilities.flags.writeable:   # a value's contents do not change: a read-only copy
+        if probabilities.flags.writeable:  # a value's contents do not change: a read-only copy
             probabilities = probabilities.copy()
             probabilities.flags.writeable = False
         set_ = object.__setattr__
@@ -55,9 +64,13 @@ class Result:
     def __eq__(self, other):
         if not isinstance(other, Result):
             return NotImplemented
-        return (self.digit == other.digit and self.source == other.source and self.mode == other.mode
-                and self.probabilities.shape == other.probabilities.shape
-                and self.probabilities.tobytes() == other.probabilities.tobytes())
+        return (
+            self.digit == other.digit
+            and self.source == other.source
+            and self.mode == other.mode
+            and self.probabilities.shape == other.probabilities.shape
+            and self.probabilities.tobytes() == other.probabilities.tobytes()
+        )
 
     def __hash__(self) -> int:
         return hash((self.digit, self.source, self.mode, self.probabilities.tobytes()))
@@ -75,8 +88,11 @@ class Result:
         colour model — 0..255, the digit white on black. None for a hand-made Result."""
         if self._input is None:
             return None
-        img = self._input if self._input.dtype == np.uint8 else \
-            np.clip(np.rint(self._input / self._scale), 0, 255).astype(np.uint8)
+        img = (
+            self._input
+            if self._input.dtype == np.uint8
+            else np.clip(np.rint(self._input / self._scale), 0, 255).astype(np.uint8)
+        )
         return img[:, :, 0] if img.shape[2] == 1 else img
 
     def top(self, k: int = 3) -> list[tuple[int, float]]:
@@ -96,8 +112,8 @@ def _result(digit, probabilities, source, mode, input_, scale) -> Result:
 class Number:
     """A number read from one image: its digits left to right."""
 
-    digits: list[Result]                     # one per digit, left to right
-    boxes: list[tuple[int, int, int, int]]   # each digit's x, y, width, height in the image's pixels
+    digits: list[Result]  # one per digit, left to right
+    boxes: list[tuple[int, int, int, int]]  # each digit's x, y, width, height in the image's pixels
     source: str = ""
 
     @property
@@ -119,8 +135,9 @@ def results(rows, probabilities: np.ndarray) -> list[Result]:
     its rows. Each Result's probabilities are a read-only view of that row."""
     probabilities.flags.writeable = False
     digits = probabilities.argmax(1).tolist() if len(probabilities) else []
-    return [Result(d, p, s, m, _input=x) for d, p, s, m, x in zip(digits, probabilities, rows.source, rows.mode,
-                                                                    rows.x)]
+    return [
+        Result(d, p, s, m, _input=x) for d, p, s, m, x in zip(digits, probabilities, rows.source, rows.mode, rows.x)
+    ]
 
 
 def answers(prepared, probabilities: np.ndarray, inputs: Optional[int] = None) -> list[Union[Result, InputError]]:
@@ -132,9 +149,9 @@ def answers(prepared, probabilities: np.ndarray, inputs: Optional[int] = None) -
     items = rows.item.tolist()
     if inputs is None:
         inputs = 1 + max(items[-1] if items else -1, prepared.errors[-1][0] if prepared.errors else -1)
-    if not prepared.errors and items == list(range(inputs)):   # one image per input: row k is input k
+    if not prepared.errors and items == list(range(inputs)):  # one image per input: row k is input k
         return out
-    failed = dict(prepared.errors[::-1])   # the first error of each input
+    failed = dict(prepared.errors[::-1])  # the first error of each input
     by_item: dict = {}
     for r, item in zip(out, items):
         by_item.setdefault(item, []).append(r)

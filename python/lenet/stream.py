@@ -29,9 +29,10 @@ from . import _pools, images
 from .errors import InputError
 
 DEFAULT_BATCH_SIZE = 1024  # 256 streamed 28x28 PNGs ~15% slower (PERFORMANCE.md)
-FIRST_CHUNK = 4           # inputs in the first chunk, before anything was measured
-CHUNK_SECONDS = 0.05      # reading time aimed at per chunk
+FIRST_CHUNK = 4  # inputs in the first chunk, before anything was measured
+CHUNK_SECONDS = 0.05  # reading time aimed at per chunk
 ERRORS = ("yield", "raise")
+
 
 def one_input(inputs: Any) -> bool:
     """Whether ``inputs`` is one input (a path, bytes, a Pillow image), not an iterable of them."""
@@ -45,20 +46,30 @@ def items_of(inputs: Any) -> tuple[Iterator[Any], bool]:
     if one_input(inputs):
         return iter([inputs]), True
     if not isinstance(inputs, (np.ndarray, list, tuple)) and hasattr(inputs, "__array__"):
-        inputs = images.as_array(inputs, "<array>")   # a torch tensor, a JAX array: one array, not an iterable
+        inputs = images.as_array(inputs, "<array>")  # a torch tensor, a JAX array: one array, not an iterable
     if isinstance(inputs, np.ndarray):
         if inputs.ndim not in (3, 4) or images.is_one_image(inputs):
-            return iter([inputs]), True   # one image (or an array prepare refuses with its reason)
+            return iter([inputs]), True  # one image (or an array prepare refuses with its reason)
         return iter(inputs), False
     try:
         return iter(inputs), False
     except TypeError:
-        raise InputError(f"cannot classify a {type(inputs).__name__} (give a path, bytes of an encoded image, "
-                         "a NumPy array, or an iterable of these)") from None
+        raise InputError(
+            f"cannot classify a {type(inputs).__name__} (give a path, bytes of an encoded image, "
+            "a NumPy array, or an iterable of these)"
+        ) from None
 
 
-def batches(engine, inputs: Any, *, batch_size: Optional[int] = None, mode: str = "auto",
-           errors: str = "yield", readahead: Optional[int] = None, channel_order: str = "rgb") -> Iterator[list]:
+def batches(
+    engine,
+    inputs: Any,
+    *,
+    batch_size: Optional[int] = None,
+    mode: str = "auto",
+    errors: str = "yield",
+    readahead: Optional[int] = None,
+    channel_order: str = "rgb",
+) -> Iterator[list]:
     """Yields, chunk by chunk in input order, lists of ``Result`` (one per image of an input)
     and ``InputError`` (one per input that failed: read, decode, no digit found), each in the
     place of its input. ``errors="raise"`` raises the first failure instead, in its place.
@@ -76,8 +87,8 @@ def batches(engine, inputs: Any, *, batch_size: Optional[int] = None, mode: str 
     items, single = items_of(inputs)
     labelled = ((i, item) for i, item in enumerate(items))
     if isinstance(inputs, (list, tuple, range, np.ndarray)) or single:
-        take = _Taker(labelled)   # in memory: whole chunks at once
-    else:                         # a generator, a pipe: take what has come
+        take = _Taker(labelled)  # in memory: whole chunks at once
+    else:  # a generator, a pipe: take what has come
         take = _Feeder(labelled, (readahead + 1) * limit)
     return _batches(engine, take, single, hwc, (mode, channel_order), errors, limit, readers, readahead)
 
@@ -102,14 +113,14 @@ class _Feeder:
     classified as they arrive. The source's own exception is raised in its place, after
     the inputs before it."""
 
-    PATIENCE = 0.02   # seconds a chunk waits for more inputs once it has one
+    PATIENCE = 0.02  # seconds a chunk waits for more inputs once it has one
 
     def __init__(self, it: Iterator, high_water: int):
         self.it, self.high_water = it, high_water
         self.buffer: deque = deque()
         self.cond = threading.Condition()
         self.done = self.stopped = False
-        self.wanted = 0   # the buffer length the consumer waits for (0: not waiting)
+        self.wanted = 0  # the buffer length the consumer waits for (0: not waiting)
         self.error: Optional[BaseException] = None
         threading.Thread(target=self._run, daemon=True, name="lenet-feeder").start()
 
@@ -124,7 +135,7 @@ class _Feeder:
                     self.buffer.append(item)
                     if self.wanted and len(self.buffer) >= self.wanted:
                         self.cond.notify_all()
-        except BaseException as e:   # the source's own error, raised in the stream in its place
+        except BaseException as e:  # the source's own error, raised in the stream in its place
             self.error = e
         finally:
             with self.cond:
@@ -148,7 +159,7 @@ class _Feeder:
                 self.cond.wait(deadline - now)
             self.wanted = 0
             out = [self.buffer.popleft() for _ in range(min(n, len(self.buffer)))]
-            self.cond.notify_all()   # a feeder waiting below its high water
+            self.cond.notify_all()  # a feeder waiting below its high water
         if not out and self.error is not None:
             error, self.error = self.error, None
             raise error
@@ -160,8 +171,9 @@ class _Feeder:
             self.cond.notify_all()
 
 
-def _batches(engine, take, single: bool, hwc, mode: tuple, errors: str, limit: int, readers: int,
-             readahead: int) -> Iterator[list]:
+def _batches(
+    engine, take, single: bool, hwc, mode: tuple, errors: str, limit: int, readers: int, readahead: int
+) -> Iterator[list]:
     pool = _pools.pool(readers)
     cancelled = threading.Event()
     pending: deque = deque()
@@ -176,7 +188,7 @@ def _batches(engine, take, single: bool, hwc, mode: tuple, errors: str, limit: i
                 if not part:
                     exhausted = True
                     break
-                if single:   # one image: its own label ("<bytes>", "<array>"), raised as it is
+                if single:  # one image: its own label ("<bytes>", "<array>"), raised as it is
                     part = [(None, part[0][1])]
                 pending.append((part, pool.submit(_prepare_part, part, hwc, mode, cancelled)))
             if not pending:
@@ -206,8 +218,9 @@ def _prepare_part(part: list, hwc, mode: tuple, cancelled: threading.Event):
     if cancelled.is_set():
         return None, 0.0
     started = time.perf_counter()
-    got = images.prepare([item for _, item in part], [images.label_of(item, i) for i, item in part], hwc,
-                             mode[0], channel_order=mode[1])
+    got = images.prepare(
+        [item for _, item in part], [images.label_of(item, i) for i, item in part], hwc, mode[0], channel_order=mode[1]
+    )
     return got, time.perf_counter() - started
 
 

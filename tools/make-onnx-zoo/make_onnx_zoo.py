@@ -6,7 +6,7 @@ each with seeded random weights and batch-norm statistics like trained ones.
     python tools/make-onnx-zoo/make_onnx_zoo.py [OUT_DIR]
 
 The files are small (slimmer widths than the originals where those hold megabytes);
-tests/test_onnx.py runs each against ONNX Runtime. Re-running rewrites them identically
+tests/models/test_onnx.py runs each against ONNX Runtime. Re-running rewrites them identically
 for a given torch version.
 """
 
@@ -25,6 +25,7 @@ OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().paren
 
 class ExampleNet(nn.Module):
     """pytorch/examples mnist/main.py (conv 32, 64; fc 9216 -> 128), at a quarter of the widths."""
+
     def __init__(self):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 8, 3, 1)
@@ -47,10 +48,17 @@ class ExampleNet(nn.Module):
 
 class LeNet5(nn.Module):
     """LeNet-5 as tutorials write it: 28x28 padded by the first conv, tanh or ReLU, average or max pooling."""
+
     def __init__(self, act=nn.Tanh, pool=nn.AvgPool2d, size=28):
         super().__init__()
-        self.features = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2 if size == 28 else 0), act(), pool(2, 2),
-                                      nn.Conv2d(6, 16, 5), act(), pool(2, 2))
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 6, 5, padding=2 if size == 28 else 0),
+            act(),
+            pool(2, 2),
+            nn.Conv2d(6, 16, 5),
+            act(),
+            pool(2, 2),
+        )
         self.classifier = nn.Sequential(nn.Linear(400, 120), act(), nn.Linear(120, 84), act(), nn.Linear(84, 10))
 
     def forward(self, x):
@@ -61,8 +69,9 @@ class MLP(nn.Module):
     def __init__(self, act=nn.ReLU, flat_input=False):
         super().__init__()
         self.flat_input = flat_input
-        self.net = nn.Sequential(nn.Linear(784, 128), act(), nn.Dropout(0.2), nn.Linear(128, 64), act(),
-                                 nn.Linear(64, 10))
+        self.net = nn.Sequential(
+            nn.Linear(784, 128), act(), nn.Dropout(0.2), nn.Linear(128, 64), act(), nn.Linear(64, 10)
+        )
 
     def forward(self, x):
         return self.net(x if self.flat_input else x.view(-1, 784))
@@ -70,12 +79,24 @@ class MLP(nn.Module):
 
 class BNNet(nn.Module):
     """Conv(bias=False) -> BatchNorm -> ReLU blocks, a BatchNorm1d head, softmax out; normalisation in the graph."""
+
     def __init__(self):
         super().__init__()
-        self.body = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
-                                  nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
-                                  nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 6 * 6, 64), nn.BatchNorm1d(64),
-                                  nn.ReLU(), nn.Linear(64, 10))
+        self.body = nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1, bias=False),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, bias=False),
+            nn.BatchNorm2d(32),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(32 * 6 * 6, 64),
+            nn.BatchNorm1d(64),
+            nn.ReLU(),
+            nn.Linear(64, 10),
+        )
 
     def forward(self, x):
         return F.softmax(self.body((x - 0.1307) / 0.3081), dim=1)
@@ -83,6 +104,7 @@ class BNNet(nn.Module):
 
 class GapNet(nn.Module):
     """Global average pooling head, LeakyReLU, ReLU6, a residual Add and a channel Concat."""
+
     def __init__(self):
         super().__init__()
         self.c1 = nn.Conv2d(1, 8, 3, padding=1)
@@ -107,10 +129,12 @@ class GeluMLP(nn.Module):
 
 class TwoOutputs(nn.Module):
     """Features beside the class scores (a second output)."""
+
     def __init__(self):
         super().__init__()
-        self.features = nn.Sequential(nn.Conv2d(1, 4, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                                      nn.Linear(576, 32), nn.ReLU())
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 4, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(576, 32), nn.ReLU()
+        )
         self.head = nn.Linear(32, 10)
 
     def forward(self, x):
@@ -120,6 +144,7 @@ class TwoOutputs(nn.Module):
 
 class NoBatch(nn.Module):
     """Takes one (1, 28, 28) image, no batch axis."""
+
     def __init__(self):
         super().__init__()
         self.net = LeNet5(act=nn.ReLU, pool=nn.MaxPool2d)
@@ -130,10 +155,19 @@ class NoBatch(nn.Module):
 
 class GreyRGB(nn.Module):
     """A 3-channel 32x32 input (grey digits fed as three identical channels)."""
+
     def __init__(self):
         super().__init__()
-        self.net = nn.Sequential(nn.Conv2d(3, 6, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
-                                 nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 10))
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 6, 5),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(6, 16, 5),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(400, 10),
+        )
 
     def forward(self, x):
         return self.net(x)
@@ -143,10 +177,11 @@ def trained_like(model: nn.Module, seed: int) -> nn.Module:
     """Seeded weights; batch-norm statistics from a pass over random digits-like inputs."""
     g = torch.Generator().manual_seed(seed)
     for name, p in model.named_parameters():
-        scale = 0.1 if p.dim() == 1 else (1.0 / p[0].numel()) ** 0.5      # biases, BN affine; He-like kernels
+        scale = 0.1 if p.dim() == 1 else (1.0 / p[0].numel()) ** 0.5  # biases, BN affine; He-like kernels
         with torch.no_grad():
-            p.copy_(torch.randn(p.shape, generator=g) * scale + (1.0 if name.endswith(".weight") and p.dim() == 1
-                                                                   else 0.0))
+            p.copy_(
+                torch.randn(p.shape, generator=g) * scale + (1.0 if name.endswith(".weight") and p.dim() == 1 else 0.0)
+            )
     if any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules()):
         model.train()
         with torch.no_grad():
@@ -182,8 +217,17 @@ def main() -> None:
         path = OUT / f"{name}.onnx"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            torch.onnx.export(model, (x,), str(path), input_names=["image"], output_names=outs, opset_version=opset,
-                              dynamic_axes=axes, dynamo=False, do_constant_folding=True)
+            torch.onnx.export(
+                model,
+                (x,),
+                str(path),
+                input_names=["image"],
+                output_names=outs,
+                opset_version=opset,
+                dynamic_axes=axes,
+                dynamo=False,
+                do_constant_folding=True,
+            )
         print(f"{path.name:28} opset {opset:2}  {path.stat().st_size / 1024:6.1f} KiB")
 
 

@@ -32,32 +32,98 @@ from mnist_split import held_out_digits  # noqa: E402
 # Stroke skeletons in a unit box (x right, y down; digits about 0.6 wide): polylines,
 # several per glyph when the pen is lifted. Named variants where people differ.
 GLYPHS = {
-    "0": [[(0.5, 0.0), (0.2, 0.15), (0.08, 0.5), (0.2, 0.88), (0.5, 1.0), (0.8, 0.88), (0.92, 0.5), (0.8, 0.12),
-           (0.5, 0.0)]],
+    "0": [
+        [
+            (0.5, 0.0),
+            (0.2, 0.15),
+            (0.08, 0.5),
+            (0.2, 0.88),
+            (0.5, 1.0),
+            (0.8, 0.88),
+            (0.92, 0.5),
+            (0.8, 0.12),
+            (0.5, 0.0),
+        ]
+    ],
     "1": [[(0.45, 0.12), (0.62, 0.0), (0.6, 1.0)]],
     "1-european": [[(0.15, 0.38), (0.62, 0.0), (0.6, 1.0)]],
     "1-based": [[(0.3, 0.2), (0.58, 0.0), (0.58, 1.0)], [(0.3, 1.0), (0.85, 1.0)]],
     "2": [[(0.12, 0.25), (0.3, 0.04), (0.6, 0.0), (0.85, 0.2), (0.75, 0.48), (0.1, 1.0), (0.92, 0.98)]],
-    "3": [[(0.12, 0.12), (0.45, 0.0), (0.8, 0.12), (0.78, 0.35), (0.4, 0.48), (0.82, 0.6), (0.88, 0.85), (0.5, 1.0),
-           (0.1, 0.9)]],
+    "3": [
+        [
+            (0.12, 0.12),
+            (0.45, 0.0),
+            (0.8, 0.12),
+            (0.78, 0.35),
+            (0.4, 0.48),
+            (0.82, 0.6),
+            (0.88, 0.85),
+            (0.5, 1.0),
+            (0.1, 0.9),
+        ]
+    ],
     "4-open": [[(0.45, 0.0), (0.08, 0.62), (0.95, 0.62)], [(0.72, 0.25), (0.72, 1.0)]],
     "4-closed": [[(0.7, 1.0), (0.7, 0.0), (0.08, 0.65), (0.95, 0.65)]],
     "4-parallel": [[(0.2, 0.0), (0.12, 0.58), (0.9, 0.58)], [(0.75, 0.0), (0.75, 1.0)]],
     "5": [[(0.85, 0.0), (0.25, 0.0), (0.18, 0.45), (0.55, 0.38), (0.85, 0.55), (0.85, 0.85), (0.5, 1.0), (0.12, 0.9)]],
-    "5-two-strokes": [[(0.25, 0.02), (0.18, 0.45), (0.55, 0.38), (0.85, 0.55), (0.85, 0.85), (0.5, 1.0), (0.12, 0.9)],
-                      [(0.3, 0.0), (0.88, 0.0)]],
-    "6": [[(0.78, 0.05), (0.45, 0.15), (0.15, 0.6), (0.25, 0.92), (0.55, 1.0), (0.85, 0.8), (0.75, 0.55), (0.45, 0.5),
-           (0.18, 0.68)]],
+    "5-two-strokes": [
+        [(0.25, 0.02), (0.18, 0.45), (0.55, 0.38), (0.85, 0.55), (0.85, 0.85), (0.5, 1.0), (0.12, 0.9)],
+        [(0.3, 0.0), (0.88, 0.0)],
+    ],
+    "6": [
+        [
+            (0.78, 0.05),
+            (0.45, 0.15),
+            (0.15, 0.6),
+            (0.25, 0.92),
+            (0.55, 1.0),
+            (0.85, 0.8),
+            (0.75, 0.55),
+            (0.45, 0.5),
+            (0.18, 0.68),
+        ]
+    ],
     "7": [[(0.1, 0.02), (0.9, 0.0), (0.4, 1.0)]],
     "7-bar": [[(0.1, 0.02), (0.9, 0.0), (0.4, 1.0)], [(0.35, 0.5), (0.85, 0.5)]],
-    "8": [[(0.5, 0.48), (0.82, 0.28), (0.7, 0.04), (0.5, 0.0), (0.3, 0.04), (0.18, 0.28), (0.5, 0.48), (0.85, 0.72),
-           (0.7, 0.97), (0.5, 1.0), (0.3, 0.97), (0.15, 0.72), (0.5, 0.48)]],
+    "8": [
+        [
+            (0.5, 0.48),
+            (0.82, 0.28),
+            (0.7, 0.04),
+            (0.5, 0.0),
+            (0.3, 0.04),
+            (0.18, 0.28),
+            (0.5, 0.48),
+            (0.85, 0.72),
+            (0.7, 0.97),
+            (0.5, 1.0),
+            (0.3, 0.97),
+            (0.15, 0.72),
+            (0.5, 0.48),
+        ]
+    ],
     "9": [[(0.82, 0.2), (0.5, 0.0), (0.2, 0.15), (0.2, 0.4), (0.5, 0.5), (0.82, 0.35), (0.82, 0.2), (0.8, 1.0)]],
-    "9-curved": [[(0.82, 0.25), (0.5, 0.0), (0.2, 0.15), (0.2, 0.4), (0.5, 0.5), (0.82, 0.3), (0.75, 0.75),
-                  (0.45, 1.0), (0.2, 0.9)]],
+    "9-curved": [
+        [
+            (0.82, 0.25),
+            (0.5, 0.0),
+            (0.2, 0.15),
+            (0.2, 0.4),
+            (0.5, 0.5),
+            (0.82, 0.3),
+            (0.75, 0.75),
+            (0.45, 1.0),
+            (0.2, 0.9),
+        ]
+    ],
 }
-INKS = {"ballpoint-blue": (40, 55, 150), "ballpoint-black": (30, 30, 35), "gel-black": (15, 15, 20),
-        "pencil": (80, 80, 85), "marker": (20, 20, 25)}  # RGB
+INKS = {
+    "ballpoint-blue": (40, 55, 150),
+    "ballpoint-black": (30, 30, 35),
+    "gel-black": (15, 15, 20),
+    "pencil": (80, 80, 85),
+    "marker": (20, 20, 25),
+}  # RGB
 # kind: (ink, pen width as a fraction of the digit's height, ink strength, blur sigma px, JPEG quality range)
 KINDS = {
     "clean": dict(ink="ballpoint-black", width=(0.07, 0.11), strength=(0.8, 1.0)),
@@ -75,8 +141,9 @@ KINDS = {
 NUMBER_KINDS = {
     "number-clean": dict(ink="ballpoint-black", width=(0.06, 0.1), strength=(0.7, 1.0)),
     "number-touching": dict(ink="ballpoint-black", width=(0.07, 0.11), strength=(0.7, 1.0), touching=True),
-    "number-pencil-shadow": dict(ink="pencil", width=(0.05, 0.08), strength=(0.35, 0.6), shadow=True, grain=True,
-                                 open4=True),
+    "number-pencil-shadow": dict(
+        ink="pencil", width=(0.05, 0.08), strength=(0.35, 0.6), shadow=True, grain=True, open4=True
+    ),
     "number-two-strokes": dict(ink="ballpoint-blue", width=(0.05, 0.09), strength=(0.6, 0.9), two_strokes=True),
     "number-marks": dict(ink="ballpoint-black", width=(0.06, 0.1), strength=(0.7, 1.0), marks=True),
 }
@@ -94,8 +161,9 @@ def glyph_alpha(name, height, width_frac, rng):
     pen = max(1, round(width_frac * height * s))
     pad = pen + 4
     side_h, side_w = round(height * s), round(height * aspect * s)
-    canvas = np.zeros((side_h + 2 * pad + round(0.4 * height * s), side_w + 2 * pad + round(0.4 * height * s)),
-                      np.uint8)
+    canvas = np.zeros(
+        (side_h + 2 * pad + round(0.4 * height * s), side_w + 2 * pad + round(0.4 * height * s)), np.uint8
+    )
     for stroke in strokes:
         p = np.array(stroke, np.float64) + rng.normal(0, 0.025, (len(stroke), 2))
         p[:, 0] = (p[:, 0] - 0.5) * aspect - slant * (p[:, 1] - 0.5)
@@ -116,7 +184,7 @@ def mnist_alpha(digit28, height, width_frac, rng):
     """An MNIST digit redrawn as a smooth pen stroke `height` px tall: upsampled, its
     stroke's core kept, brought to the pen's width."""
     ys, xs = np.nonzero(digit28 > 40)
-    crop = digit28[ys.min():ys.max() + 1, xs.min():xs.max() + 1].astype(np.float32) / 255
+    crop = digit28[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1].astype(np.float32) / 255
     f = height / crop.shape[0]
     big = cv2.resize(crop, (max(1, round(crop.shape[1] * f)), round(crop.shape[0] * f)), interpolation=cv2.INTER_CUBIC)
     big = cv2.copyMakeBorder(big, 8, 8, 8, 8, cv2.BORDER_CONSTANT)
@@ -137,7 +205,7 @@ def _crop(a):
     ys, xs = np.nonzero(a > 0.02)
     if ys.size == 0:
         return a[:1, :1]
-    return a[ys.min():ys.max() + 1, xs.min():xs.max() + 1]
+    return a[ys.min() : ys.max() + 1, xs.min() : xs.max() + 1]
 
 
 def paper(h, w, rng, spec):
@@ -187,7 +255,7 @@ def photograph(alpha, rng, spec, size, digit_height):
     x0 = int(rng.integers(int(m * w) + 4, max(int(m * w) + 5, int((1 - m) * w) - aw - 4)))
     y0 = int(rng.integers(int(m * h) + 4, max(int(m * h) + 5, int((1 - m) * h) - ah - 4)))
     cover = np.zeros((h, w), np.float32)
-    cover[y0:y0 + ah, x0:x0 + aw] = alpha[:h - y0, :w - x0]
+    cover[y0 : y0 + ah, x0 : x0 + aw] = alpha[: h - y0, : w - x0]
     if "ruling" in spec:
         lines, colour = rule(h, w, rng, spec["ruling"], digit_height)
         page += (lines * (1 - cover))[..., None] * (colour * light[..., None] - page) * 0.8
@@ -202,8 +270,9 @@ def photograph(alpha, rng, spec, size, digit_height):
         src = np.float32([[0, 0], [w, 0], [w, h], [0, h]])
         dst = src + rng.uniform(-t, t, (4, 2)).astype(np.float32) * np.float32([w, h]) * 0.5
         dst = np.clip(dst, [-0.1 * w, -0.1 * h], [1.1 * w, 1.1 * h]).astype(np.float32)
-        img = cv2.warpPerspective(img, cv2.getPerspectiveTransform(src, dst), (w, h),
-                                  borderMode=cv2.BORDER_CONSTANT, borderValue=(60, 55, 50))
+        img = cv2.warpPerspective(
+            img, cv2.getPerspectiveTransform(src, dst), (w, h), borderMode=cv2.BORDER_CONSTANT, borderValue=(60, 55, 50)
+        )
     sigma = rng.uniform(*spec["blur"]) * digit_height if "blur" in spec else rng.uniform(0.3, 0.9)
     img = cv2.GaussianBlur(img, (0, 0), sigma)
     img += rng.normal(0, rng.uniform(1, 4), img.shape).astype(np.float32)
@@ -264,14 +333,21 @@ def number(i, kind, spec, held, rng):
             sources.append(name)
             patches.append(glyph_alpha(name, digit_height * rng.uniform(0.92, 1.08), width, rng))
     touch = set(rng.choice(n - 1, max(1, (n - 1) // 3), replace=False)) if spec.get("touching") else set()
-    gaps = [-round(rng.uniform(0.04, 0.12) * digit_height) if j in touch
-            else round(rng.uniform(0.15, 0.45) * digit_height) for j in range(n - 1)] + [0]
+    gaps = [
+        -round(rng.uniform(0.04, 0.12) * digit_height) if j in touch else round(rng.uniform(0.15, 0.45) * digit_height)
+        for j in range(n - 1)
+    ] + [0]
     tops = [round(rng.uniform(0, 0.08) * digit_height) for _ in patches]
-    row = np.zeros((max(t + p.shape[0] for t, p in zip(tops, patches)) + round(0.4 * digit_height),
-                    sum(p.shape[1] for p in patches) + sum(gaps) + 4), np.float32)
+    row = np.zeros(
+        (
+            max(t + p.shape[0] for t, p in zip(tops, patches)) + round(0.4 * digit_height),
+            sum(p.shape[1] for p in patches) + sum(gaps) + 4,
+        ),
+        np.float32,
+    )
     x = 0
     for p, g, t in zip(patches, gaps, tops):
-        np.maximum(row[t:t + p.shape[0], x:x + p.shape[1]], p, out=row[t:t + p.shape[0], x:x + p.shape[1]])
+        np.maximum(row[t : t + p.shape[0], x : x + p.shape[1]], p, out=row[t : t + p.shape[0], x : x + p.shape[1]])
         x += p.shape[1] + g
     if spec.get("marks"):
         pen = max(1, round(width * digit_height))
@@ -279,8 +355,14 @@ def number(i, kind, spec, held, rng):
         y = min(row.shape[0] - pen - 1, base + round(0.15 * digit_height))
         cv2.line(row, (0, y), (row.shape[1] - 1, y + int(rng.integers(-3, 4))), 1.0, pen, cv2.LINE_AA)  # underline
         for _ in range(int(rng.integers(2, 5))):  # dots
-            cv2.circle(row, (int(rng.integers(0, row.shape[1])), int(rng.integers(0, row.shape[0]))),
-                       max(1, pen // 2), 1.0, -1, cv2.LINE_AA)
+            cv2.circle(
+                row,
+                (int(rng.integers(0, row.shape[1])), int(rng.integers(0, row.shape[0]))),
+                max(1, pen // 2),
+                1.0,
+                -1,
+                cv2.LINE_AA,
+            )
     w = row.shape[1] + int(rng.integers(40, 120))
     h = row.shape[0] + int(rng.integers(60, 160))
     spec = dict(spec, shadow=spec.get("shadow") or spec.get("marks"))
@@ -297,8 +379,10 @@ def main(argv=None):
     held = held_out_digits()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for kinds, make, count, prefix in ((KINDS, single, args.per_kind, "digit"),
-                                       (NUMBER_KINDS, number, args.numbers_per_kind, "number")):
+    for kinds, make, count, prefix in (
+        (KINDS, single, args.per_kind, "digit"),
+        (NUMBER_KINDS, number, args.numbers_per_kind, "number"),
+    ):
         for kind, spec in kinds.items():
             for i in range(count):
                 rng = np.random.default_rng([args.seed, len(rows)])

@@ -32,8 +32,9 @@ def score(engine, directory):
     numbers = [r for r in rows if r["file"].startswith("number-")]
     out = {"singles": [], "numbers": []}
     # An image with no digit found is left out of infer's results: matched by source.
-    results = {res.source: res for res in engine.infer([str(directory / r["file"]) for r in singles],
-                                                       on_error=lambda e: None)}
+    results = {
+        res.source: res for res in engine.infer([str(directory / r["file"]) for r in singles], on_error=lambda e: None)
+    }
     for r in singles:
         res = results.get(str(directory / r["file"]))
         digit, conf = (str(res.digit), res.confidence) if res is not None else ("none", 0.0)
@@ -60,26 +61,35 @@ def report(name, s, unsure):
     right = np.array([label == read for _, label, read, *_ in singles])
     conf = np.array([c for *_, c, _ in singles])
     numbers_right = sum(label == read for _, label, read, *_ in s["numbers"])
-    lines = [f"## {name}",
-             f"single digits: {right.sum()}/{len(right)} ({100 * right.mean():.1f}%); "
-             f"numbers read whole: {numbers_right}/{len(s['numbers'])}; "
-             f"ECE {expected_calibration_error(conf, right):.3f}; wrong answers' confidence: median "
-             f"{np.median(conf[~right]) if (~right).any() else float('nan'):.3f}, max "
-             f"{conf[~right].max() if (~right).any() else float('nan'):.3f}",
-             f"with 'unsure' below {unsure:.2f}: {100 * np.mean(conf >= unsure):.1f}% answered, "
-             f"{100 * right[conf >= unsure].mean():.1f}% of them right", "",
-             "| kind | right |", "|---|---:|"]
+    lines = [
+        f"## {name}",
+        f"single digits: {right.sum()}/{len(right)} ({100 * right.mean():.1f}%); "
+        f"numbers read whole: {numbers_right}/{len(s['numbers'])}; "
+        f"ECE {expected_calibration_error(conf, right):.3f}; wrong answers' confidence: median "
+        f"{np.median(conf[~right]) if (~right).any() else float('nan'):.3f}, max "
+        f"{conf[~right].max() if (~right).any() else float('nan'):.3f}",
+        f"with 'unsure' below {unsure:.2f}: {100 * np.mean(conf >= unsure):.1f}% answered, "
+        f"{100 * right[conf >= unsure].mean():.1f}% of them right",
+        "",
+        "| kind | right |",
+        "|---|---:|",
+    ]
     for kind, (ok, n) in list(by_kind(singles).items()) + list(by_kind(s["numbers"]).items()):
         lines.append(f"| {kind} | {ok}/{n} |")
-    wrong = [f"{f}: {label} read as {read} ({c:.3f})"
-             for _, label, read, c, f in singles + s["numbers"] if label != read]
+    wrong = [
+        f"{f}: {label} read as {read} ({c:.3f})" for _, label, read, c, f in singles + s["numbers"] if label != read
+    ]
     return "\n".join(lines + ["", "misread:"] + ["  " + w for w in wrong])
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="tools/photoset/score.py", description=__doc__.split("\n")[0])
-    p.add_argument("--weights", nargs="+", default=list(lenet.SHIPPED_MODELS),
-                   help="shipped model names or .h5 files (default: the shipped models)")
+    p.add_argument(
+        "--weights",
+        nargs="+",
+        default=list(lenet.SHIPPED_MODELS),
+        help="shipped model names or .h5 files (default: the shipped models)",
+    )
     p.add_argument("--set", type=Path, default=DEFAULT_SET, help=f"the photo-like set (default {DEFAULT_SET})")
     p.add_argument("--unsure", type=float, default=0.6, help="the confidence threshold to report on (default 0.6)")
     p.add_argument("--device", default="cpu")

@@ -41,8 +41,10 @@ def stratified_split(y, per_class, rng):
     """Indices (train, held-out) with `per_class` held-out samples of every class (a
     tenth of the class at most)."""
     held = np.concatenate(
-        [rng.choice(np.flatnonzero(y == c), min(per_class, int(np.sum(y == c)) // 10), replace=False)
-         for c in range(10)]
+        [
+            rng.choice(np.flatnonzero(y == c), min(per_class, int(np.sum(y == c)) // 10), replace=False)
+            for c in range(10)
+        ]
     )
     train = np.setdiff1d(np.arange(len(y)), held)
     return train, np.sort(held)
@@ -64,5 +66,10 @@ def expected_calibration_error(confidence, right, bins=15):
     by their share of the answers; ``confidence`` and ``right`` (bool) per answer."""
     edges = np.linspace(0, 1, bins + 1)
     which = np.clip(np.digitize(confidence, edges[1:-1]), 0, bins - 1)
-    return float(sum(abs(right[which == k].mean() - confidence[which == k].mean()) * np.mean(which == k)
-                     for k in range(bins) if np.any(which == k)))
+    return float(
+        sum(
+            abs(right[which == k].mean() - confidence[which == k].mean()) * np.mean(which == k)
+            for k in range(bins)
+            if np.any(which == k)
+        )
+    )

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def plot(confusion, title, path):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -35,8 +36,16 @@ def plot(confusion, title, path):
         for p in range(10):
             v = confusion[t, p]
             if v:
-                ax.text(p, t, str(v), ha="center", va="center", fontsize=7,
-                        color="black" if t != p else "#1f4e79", fontweight="bold" if t == p else None)
+                ax.text(
+                    p,
+                    t,
+                    str(v),
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="black" if t != p else "#1f4e79",
+                    fontweight="bold" if t == p else None,
+                )
     ax.set_xticks(range(10))
     ax.set_yticks(range(10))
     ax.set_xlabel("read as")
@@ -69,15 +78,20 @@ def main(argv=None):
         confusion = np.zeros((10, 10), np.int64)
         np.add.at(confusion, (y, read), 1)
         args.out.mkdir(parents=True, exist_ok=True)
-        plot(confusion, f"{name}: {100 * acc:.2f}% of 10,000 MNIST test digits ({int((read != y).sum())} errors)",
-             args.out / f"confusion-{name}.png")
+        plot(
+            confusion,
+            f"{name}: {100 * acc:.2f}% of 10,000 MNIST test digits ({int((read != y).sum())} errors)",
+            args.out / f"confusion-{name}.png",
+        )
         with h5py.File(w) as f:
             a = dict(f.attrs)
         held = a.get("lenet_held_out_accuracy")
         t = a.get("lenet_temperature")
         trained = str(a.get("lenet_trained_on", "?")).split(":")[0]
-        print(f"| `{name}` | {trained} | {f'{100 * held:.2f}%' if held is not None else '-'} | "
-              f"{f'{t:.2f}' if t is not None else '-'} | **{100 * acc:.2f}%** | {int((read != y).sum())} | {ece:.4f} |")
+        print(
+            f"| `{name}` | {trained} | {f'{100 * held:.2f}%' if held is not None else '-'} | "
+            f"{f'{t:.2f}' if t is not None else '-'} | **{100 * acc:.2f}%** | {int((read != y).sum())} | {ece:.4f} |"
+        )
     return 0
 
 

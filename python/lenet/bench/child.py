@@ -28,8 +28,8 @@ import numpy as np
 
 from . import contenders, measure, workload
 
-
 # --- in the child ---------------------------------------------------------------------------
+
 
 def start(name: str, weights: str, threads: int, env: dict) -> Callable:
     """The contender ``name`` built in this (child) process, its framework configured and
@@ -59,8 +59,7 @@ def _handle(msg: dict, state: dict) -> dict:
         np.save(out, np.asarray(state["run"](np.load(msg["x"])), np.float32))
         return {"out": out}
     if op == "block":
-        b = measure.block(state["run"], state["batches"][msg["batch"]], msg["batch"], msg["budget_s"],
-                          msg["min_calls"])
+        b = measure.block(state["run"], state["batches"][msg["batch"]], msg["batch"], msg["budget_s"], msg["min_calls"])
         return {"call_ns": b.call_ns, "wall_s": b.wall_s, "cpu_s": b.cpu_s, "images": b.images}
     raise ValueError(f"unknown op {op!r}")
 
@@ -128,6 +127,7 @@ def probe_main(arg: str) -> None:
 
 # --- in the parent --------------------------------------------------------------------------
 
+
 class RemoteError(RuntimeError):
     pass
 
@@ -135,18 +135,31 @@ class RemoteError(RuntimeError):
 class Remote:
     """``run(x)``-like handle on a contender built in a new Python process."""
 
-    def __init__(self, name: str, ctx, x: np.ndarray, sizes: list, tmp: Path, env: dict,
-                 timeout_s: float = 600):
+    def __init__(self, name: str, ctx, x: np.ndarray, sizes: list, tmp: Path, env: dict, timeout_s: float = 600):
         self.name, self.timeout_s, self._tmp = name, timeout_s, Path(tmp)
         self._calls = 0
         self._stderr = open(self._tmp / f"{name}.stderr", "w+")
         self._proc = subprocess.Popen(
             [sys.executable, "-c", "from lenet.bench import child; child.serve()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, bufsize=1,
-            env={**os.environ, **contenders.thread_env(ctx.threads, env)})
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            bufsize=1,
+            env={**os.environ, **contenders.thread_env(ctx.threads, env)},
+        )
         try:
-            reply = self._call({"op": "build", "name": name, "weights": str(ctx.weights), "threads": ctx.threads,
-                                "env": env, "x": self._save(x), "sizes": list(sizes)})
+            reply = self._call(
+                {
+                    "op": "build",
+                    "name": name,
+                    "weights": str(ctx.weights),
+                    "threads": ctx.threads,
+                    "env": env,
+                    "x": self._save(x),
+                    "sizes": list(sizes),
+                }
+            )
         except BaseException:
             self.close()
             raise
@@ -222,18 +235,28 @@ class Remote:
         return False
 
 
-def probe(contender: str, weights: str, threads: int, x0_npy: str, png: str, pixels0_npy: str = "",
-          timeout_s: float = 600) -> dict:
+def probe(
+    contender: str, weights: str, threads: int, x0_npy: str, png: str, pixels0_npy: str = "", timeout_s: float = 600
+) -> dict:
     """Runs ``probe_main`` in a new Python process: the contender's import and load time,
     first call and peak memory there; or {"error": ...}."""
 
-    arg = json.dumps({"contender": contender, "weights": str(weights), "threads": threads,
-                      "x0": x0_npy, "png": png, "pixels0": pixels0_npy})
+    arg = json.dumps(
+        {
+            "contender": contender,
+            "weights": str(weights),
+            "threads": threads,
+            "x0": x0_npy,
+            "png": png,
+            "pixels0": pixels0_npy,
+        }
+    )
     code = "import sys, lenet.bench.child as c; c.probe_main(sys.argv[1])"
     env = {**os.environ, **contenders.thread_env(threads, contenders.CONTENDERS[contender].env)}
     try:
-        out = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True, env=env,
-                             timeout=timeout_s)
+        out = subprocess.run(
+            [sys.executable, "-c", code, arg], capture_output=True, text=True, env=env, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"probe timed out after {timeout_s:.0f} s"}
     for line in reversed(out.stdout.splitlines()):

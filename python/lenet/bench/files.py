@@ -38,8 +38,11 @@ CONTENDERS = ("lenet-cli", "infer_iter", "plain-loop", "tfdata-keras", "tfdata-t
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lenet-bench files", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="lenet-bench files",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--images", type=int, default=10_000, help="MNIST test digits as 28x28 PNGs (default 10,000)")
     p.add_argument("--photos", type=int, default=200, help="12-megapixel JPEG photos (default 200; 0: none)")
     p.add_argument("--rounds", type=int, default=3, help="runs of each contender, interleaved (default 3)")
@@ -53,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from lenet import default_threads
+
     from . import workload
+
     threads = args.threads or default_threads()
     names = [n.strip() for n in args.contenders.split(",") if n.strip()]
     unknown = set(names) - set(CONTENDERS)
@@ -68,11 +73,17 @@ def main(argv: list[str] | None = None) -> int:
             sets["photo12mp"] = _list(tmp, "photo12mp", _write_photos(images, args.photos, _mkdir(tmp / "photo")))
         limit = _limit(sets["png28"], threads)
         out["png28_limit"] = limit
-        native = (f" (the core's PNG decoder: {limit['read_decode_native_us']:.1f} us)"
-                  if "read_decode_native_us" in limit else "")
-        print(f"PNG limit: read+decode with OpenCV {limit['read_decode_us']:.1f} us{native} + engine "
-              f"{limit['engine_us']:.1f} us per image on one core -> {limit['images_per_s']:,.0f} images/s on "
-              f"{threads} threads ({limit['opencv_images_per_s']:,.0f} with OpenCV's decode)", flush=True)
+        native = (
+            f" (the core's PNG decoder: {limit['read_decode_native_us']:.1f} us)"
+            if "read_decode_native_us" in limit
+            else ""
+        )
+        print(
+            f"PNG limit: read+decode with OpenCV {limit['read_decode_us']:.1f} us{native} + engine "
+            f"{limit['engine_us']:.1f} us per image on one core -> {limit['images_per_s']:,.0f} images/s on "
+            f"{threads} threads ({limit['opencv_images_per_s']:,.0f} with OpenCV's decode)",
+            flush=True,
+        )
         for name, listing in sets.items():
             runs: dict = {n: [] for n in names}
             for r in range(args.rounds):
@@ -81,10 +92,20 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     got = _run(n, listing, threads, tmp)
                     runs[n].append(got)
-                    print(f"{name} round {r + 1}: {n}: " + (f"{got['images_per_s']:,.0f} images/s, peak RSS "
-                          f"{got['peak_rss_mib']:.0f} MiB" if "error" not in got else got["error"]), flush=True)
-            out["workloads"][name] = {"count": sum(1 for _ in open(listing)), "runs": runs,
-                                      "best": {n: _best(v) for n, v in runs.items() if v}}
+                    print(
+                        f"{name} round {r + 1}: {n}: "
+                        + (
+                            f"{got['images_per_s']:,.0f} images/s, peak RSS {got['peak_rss_mib']:.0f} MiB"
+                            if "error" not in got
+                            else got["error"]
+                        ),
+                        flush=True,
+                    )
+            out["workloads"][name] = {
+                "count": sum(1 for _ in open(listing)),
+                "runs": runs,
+                "best": {n: _best(v) for n, v in runs.items() if v},
+            }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "files.json").write_text(json.dumps(out, indent=1) + "\n")
     print(_table(out))
@@ -105,13 +126,14 @@ def _list(tmp: Path, name: str, paths: list) -> Path:
 def _write_photos(images: np.ndarray, n: int, d: Path) -> list:
     """Photos of MNIST digits written on paper: 4000x3000 JPEGs, the digit ~1000 px tall."""
     import cv2
+
     rng = np.random.default_rng(0)
     paths = []
     for i in range(n):
         page = np.full((3000, 4000, 3), 200, np.uint8) + rng.integers(0, 30, (1, 1, 3), dtype=np.uint8)
         ink = cv2.resize(images[i % len(images)], (1000, 1000), interpolation=cv2.INTER_CUBIC)
         y, x = 800 + int(rng.integers(0, 600)), 1200 + int(rng.integers(0, 1200))
-        page[y:y + 1000, x:x + 1000][ink > 90] = (40, 40, 60)
+        page[y : y + 1000, x : x + 1000][ink > 90] = (40, 40, 60)
         path = d / f"photo-{i:04d}.jpg"
         cv2.imwrite(str(path), cv2.GaussianBlur(page, (5, 5), 0), [cv2.IMWRITE_JPEG_QUALITY, 88])
         paths.append(str(path))
@@ -124,21 +146,23 @@ def _limit(listing: Path, threads: int) -> dict:
     its own PNG decoder, with the core's one-call read and decode; the limit takes the
     faster (the job's physical limit on this machine is set by the best decoder at hand)."""
     import cv2
+
     import lenet
     from lenet._native import _core
+
     paths = [os.fsencode(p) for p in listing.read_text().splitlines()]
     best_read = best_native = best_engine = float("inf")
     engine = lenet.Engine("lenet5", device="cpu", threads=1)
     for _ in range(3):
         t0 = time.perf_counter()
         for i in range(0, len(paths), 1000):
-            for data in _core.read_files(paths[i:i + 1000], 1 << 30):
+            for data in _core.read_files(paths[i : i + 1000], 1 << 30):
                 cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
         best_read = min(best_read, (time.perf_counter() - t0) / len(paths))
         if _core.png_decoder:
             t0 = time.perf_counter()
             for i in range(0, len(paths), 1000):
-                _core.read_gray_images(paths[i:i + 1000], 1 << 30, 28, 28)
+                _core.read_gray_images(paths[i : i + 1000], 1 << 30, 28, 28)
             best_native = min(best_native, (time.perf_counter() - t0) / len(paths))
         x = np.zeros((1000, 28, 28, 1), np.float32)
         t0 = time.perf_counter()
@@ -146,9 +170,12 @@ def _limit(listing: Path, threads: int) -> dict:
             engine.predict_proba(x)
         best_engine = min(best_engine, (time.perf_counter() - t0) / (max(1, len(paths) // 1000) * 1000))
     fastest = min(best_read, best_native)
-    out = {"read_decode_us": best_read * 1e6, "engine_us": best_engine * 1e6,
-           "images_per_s": threads / (fastest + best_engine),
-           "opencv_images_per_s": threads / (best_read + best_engine)}
+    out = {
+        "read_decode_us": best_read * 1e6,
+        "engine_us": best_engine * 1e6,
+        "images_per_s": threads / (fastest + best_engine),
+        "opencv_images_per_s": threads / (best_read + best_engine),
+    }
     if _core.png_decoder:
         out["read_decode_native_us"] = best_native * 1e6
     return out
@@ -185,12 +212,14 @@ for i in range(0, len(paths), 1000):
     p = eng.predict_proba(x.reshape(-1, 28, 28, 1) / np.float32(255))
     n += len(p)
 """,
-    "tfdata-keras": _TFDATA + """start()
+    "tfdata-keras": _TFDATA
+    + """start()
 n = 0
 for x in ds:
     n += len(model.predict_on_batch(x))
 """,
-    "tfdata-tflite": _TFDATA + """tflite = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    "tfdata-tflite": _TFDATA
+    + """tflite = tf.lite.TFLiteConverter.from_keras_model(model).convert()
 interp = tf.lite.Interpreter(model_content=tflite, num_threads=THREADS)
 inp, out = interp.get_input_details()[0]["index"], interp.get_output_details()[0]["index"]
 start()
@@ -221,6 +250,7 @@ print(json.dumps({{"images": n, "seconds": seconds, "peak_rss_mib": hwm / 1024}}
 
 def _run(name: str, listing: Path, threads: int, tmp: Path) -> dict:
     from .contenders import thread_env
+
     env = {**os.environ, **thread_env(threads)}
     count = sum(1 for _ in open(listing))
     if name == "lenet-cli":
@@ -228,14 +258,29 @@ def _run(name: str, listing: Path, threads: int, tmp: Path) -> dict:
         # fresh, small process whose only child it is (RUSAGE_CHILDREN: that child's peak RSS,
         # which starts from the small parent's, ru_maxrss being kept across exec).
         out = tmp / "out.jsonl"
-        argv = [sys.executable, "-m", "lenet", "--device", "cpu", "--threads", str(threads), "--files-from",
-                str(listing), "-q", "--output", str(out)]
-        code = ("import json, resource, subprocess, sys, time\n"
-                "t0 = time.perf_counter(); rc = subprocess.run(sys.argv[1:]).returncode\n"
-                "print(json.dumps({'rc': rc, 'seconds': time.perf_counter() - t0,"
-                " 'peak_rss_mib': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))")
-        proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env,
-                              timeout=3600)
+        argv = [
+            sys.executable,
+            "-m",
+            "lenet",
+            "--device",
+            "cpu",
+            "--threads",
+            str(threads),
+            "--files-from",
+            str(listing),
+            "-q",
+            "--output",
+            str(out),
+        ]
+        code = (
+            "import json, resource, subprocess, sys, time\n"
+            "t0 = time.perf_counter(); rc = subprocess.run(sys.argv[1:]).returncode\n"
+            "print(json.dumps({'rc': rc, 'seconds': time.perf_counter() - t0,"
+            " 'peak_rss_mib': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=3600
+        )
         got = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {"rc": -1}
         if got["rc"] not in (0, 1):
             return {"error": f"exit {got['rc']}: {proc.stderr[-500:]}"}
@@ -243,8 +288,9 @@ def _run(name: str, listing: Path, threads: int, tmp: Path) -> dict:
         got["images_per_s"] = count / got["seconds"]
         return got
     code = _WRAP.format(code=_CODE[name])
-    proc = subprocess.run([sys.executable, "-c", code, str(listing), str(threads)], capture_output=True, text=True,
-                          env=env, timeout=3600)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(listing), str(threads)], capture_output=True, text=True, env=env, timeout=3600
+    )
     if proc.returncode != 0:
         return {"error": f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1] if proc.stderr else ''}"}
     got = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -256,16 +302,22 @@ def _best(runs: list) -> dict:
     ok = [r for r in runs if "error" not in r]
     if not ok:
         return runs[-1]
-    return {"images_per_s": max(r["images_per_s"] for r in ok),
-            "peak_rss_mib": max(r["peak_rss_mib"] for r in ok), "runs": len(ok)}
+    return {
+        "images_per_s": max(r["images_per_s"] for r in ok),
+        "peak_rss_mib": max(r["peak_rss_mib"] for r in ok),
+        "runs": len(ok),
+    }
 
 
 def _table(out: dict) -> str:
     lines = []
     limit = out["png28_limit"]["images_per_s"]
     for name, w in out["workloads"].items():
-        lines += [f"\n{name} ({w['count']:,} files, {out['threads']} threads, best of {len(next(iter(w['runs'].values())))})",
-                  "| contender | images/s | peak RSS | of the limit |", "|---|---:|---:|---:|"]
+        lines += [
+            f"\n{name} ({w['count']:,} files, {out['threads']} threads, best of {len(next(iter(w['runs'].values())))})",
+            "| contender | images/s | peak RSS | of the limit |",
+            "|---|---:|---:|---:|",
+        ]
         for n, b in w["best"].items():
             if "error" in b:
                 lines.append(f"| {n} | {b['error'][:60]} | | |")

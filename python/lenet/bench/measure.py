@@ -19,10 +19,10 @@ import numpy as np
 
 @dataclass
 class Block:
-    call_ns: list[int]     # each call's duration
+    call_ns: list[int]  # each call's duration
     wall_s: float
-    cpu_s: float           # process CPU time (user + system, all threads) during the block
-    images: int            # images processed
+    cpu_s: float  # process CPU time (user + system, all threads) during the block
+    images: int  # images processed
 
 
 def block(run: Callable, inputs: list, batch: int, budget_s: float, min_calls: int = 1) -> Block:
@@ -59,8 +59,8 @@ class Series:
         wall = sum(b.wall_s for b in self.blocks)
         return {
             "batch": self.batch,
-            "images_per_s": float(np.median(rates)),             # median over rounds
-            "p50_s": float(np.percentile(per_image, 50)),         # per image, over every call
+            "images_per_s": float(np.median(rates)),  # median over rounds
+            "p50_s": float(np.percentile(per_image, 50)),  # per image, over every call
             "p90_s": float(np.percentile(per_image, 90)),
             "p99_s": float(np.percentile(per_image, 99)),
             "calls": int(per_image.size),
@@ -73,11 +73,15 @@ def correctness(probs: np.ndarray, ref: Optional[np.ndarray]) -> dict:
     """Argmax agreement and max |difference| of probabilities against the reference."""
     if ref is None:
         return {"agree": None, "mismatches": None, "max_abs_dp": None}
-    if isinstance(probs, list) and probs and hasattr(probs[0], "probabilities"):   # lenet Results
+    if isinstance(probs, list) and probs and hasattr(probs[0], "probabilities"):  # lenet Results
         probs = np.stack([r.probabilities for r in probs])
     probs = np.asarray(probs, np.float32)
     if probs.shape != ref.shape:
-        return {"agree": False, "mismatches": int(len(ref)), "max_abs_dp": None,
-                "error": f"output shape {probs.shape}, expected {ref.shape}"}
+        return {
+            "agree": False,
+            "mismatches": int(len(ref)),
+            "max_abs_dp": None,
+            "error": f"output shape {probs.shape}, expected {ref.shape}",
+        }
     mism = int(np.sum(probs.argmax(1) != ref.argmax(1)))
     return {"agree": mism == 0, "mismatches": mism, "max_abs_dp": float(np.max(np.abs(probs - ref)))}

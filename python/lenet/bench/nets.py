@@ -43,8 +43,12 @@ def walk(spec: ModelSpec) -> Iterator[tuple[object, tuple]]:
         raise ValueError("the rebuilt networks take channels_last models only")
     shapes = [tuple(row[2]) for row in net.layers()]
     for i, layer in enumerate(spec.layers):
-        if layer.kind not in KINDS or list(layer.inputs) != [i - 1] or layer.activation not in ACTIVATIONS or \
-                (layer.activation == "relu" and (layer.alpha or layer.threshold or layer.max_value != float("inf"))):
+        if (
+            layer.kind not in KINDS
+            or list(layer.inputs) != [i - 1]
+            or layer.activation not in ACTIVATIONS
+            or (layer.activation == "relu" and (layer.alpha or layer.threshold or layer.max_value != float("inf")))
+        ):
             raise ValueError(f"layer {layer.name!r} ({layer.kind}) is not rebuilt in other frameworks")
         yield layer, tuple(net.input_shape) if i == 0 else shapes[i - 1]
 
@@ -72,6 +76,7 @@ def chw_rows(weights: np.ndarray, hwc: tuple) -> np.ndarray:
 
 
 # --- TensorFlow (tf.nn) -----------------------------------------------------------
+
 
 def tf_forward(spec: ModelSpec):
     """A Python function x -> probabilities made of tf.nn ops; wrap it in tf.function as you like."""
@@ -113,6 +118,7 @@ def tf_forward(spec: ModelSpec):
 
 
 # --- ONNX -------------------------------------------------------------------------
+
 
 def onnx_model(spec: ModelSpec, opset: int = 17) -> bytes:
     """The serialized ONNX model: input "x" (n, H, W, C), output "probabilities" (n, classes)."""
@@ -171,8 +177,12 @@ def onnx_model(spec: ModelSpec, opset: int = 17) -> bytes:
     nodes[-1].output[0] = "probabilities"
     h, w, c = spec.input_shape
     graph = helper.make_graph(
-        nodes, spec.name or "lenet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", h, w, c])],
-        [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["n", None])], inits)
+        nodes,
+        spec.name or "lenet",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", h, w, c])],
+        [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["n", None])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="lenet-bench")
     model.ir_version = 8  # the IR of opset 17: readable by any ONNX Runtime of the last years
     onnx.checker.check_model(model)
@@ -180,6 +190,7 @@ def onnx_model(spec: ModelSpec, opset: int = 17) -> bytes:
 
 
 # --- PyTorch ----------------------------------------------------------------------
+
 
 def torch_module(spec: ModelSpec, device: str = "cpu"):
     """A torch.nn.Module taking (n, H, W, C) float32 and returning probabilities; its
@@ -205,8 +216,9 @@ def torch_module(spec: ModelSpec, device: str = "cpu"):
         bias = tensor(bias_w) if bias_w is not None else None
         if k == "conv2d":
             steps.append(partial(padded, p=p))
-            steps.append(partial(F.conv2d, weight=tensor(kernel.transpose(3, 2, 0, 1)), bias=bias,
-                                 stride=layer.strides))
+            steps.append(
+                partial(F.conv2d, weight=tensor(kernel.transpose(3, 2, 0, 1)), bias=bias, stride=layer.strides)
+            )
         elif k == "max_pool2d":
             steps.append(partial(padded, p=p, value=float("-inf")))
             steps.append(partial(F.max_pool2d, kernel_size=layer.kernel, stride=layer.strides))
@@ -245,6 +257,7 @@ def torch_module(spec: ModelSpec, device: str = "cpu"):
 
 # --- JAX ------------------------------------------------------------------------------
 
+
 def jax_forward(spec: ModelSpec):
     """A function x -> probabilities of JAX lax ops, the weights closed over as device
     arrays; wrap it in jax.jit."""
@@ -253,21 +266,35 @@ def jax_forward(spec: ModelSpec):
     from jax import lax
 
     hi = lax.Precision.HIGHEST
-    acts = {"relu": jax.nn.relu, "tanh": jnp.tanh, "sigmoid": jax.nn.sigmoid,
-            "softmax": partial(jax.nn.softmax, axis=-1)}
+    acts = {
+        "relu": jax.nn.relu,
+        "tanh": jnp.tanh,
+        "sigmoid": jax.nn.sigmoid,
+        "softmax": partial(jax.nn.softmax, axis=-1),
+    }
 
     def window(layer, p):
-        return dict(window_dimensions=(1, *layer.kernel, 1), window_strides=(1, *layer.strides, 1),
-                    padding=((0, 0), (p[0], p[1]), (p[2], p[3]), (0, 0)))
+        return dict(
+            window_dimensions=(1, *layer.kernel, 1),
+            window_strides=(1, *layer.strides, 1),
+            padding=((0, 0), (p[0], p[1]), (p[2], p[3]), (0, 0)),
+        )
 
     steps = []
     for layer, shape in walk(spec):
         k, p = layer.kind, pads(layer, shape)
         kernel, bias = weight(layer, "kernel"), weight(layer, "bias")
         if k == "conv2d":
-            steps.append(partial(lax.conv_general_dilated, rhs=jnp.asarray(kernel), window_strides=layer.strides,
-                                 padding=((p[0], p[1]), (p[2], p[3])), dimension_numbers=("NHWC", "HWIO", "NHWC"),
-                                 precision=hi))
+            steps.append(
+                partial(
+                    lax.conv_general_dilated,
+                    rhs=jnp.asarray(kernel),
+                    window_strides=layer.strides,
+                    padding=((p[0], p[1]), (p[2], p[3])),
+                    dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                    precision=hi,
+                )
+            )
         elif k == "max_pool2d":
             steps.append(partial(lax.reduce_window, init_value=-jnp.inf, computation=lax.max, **window(layer, p)))
         elif k == "avg_pool2d":  # 'same' averages real pixels only, like Keras

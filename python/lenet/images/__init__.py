@@ -14,6 +14,21 @@ from .pixels import as_array, check_channel_order, is_one_image, is_pil_image
 from .prepare import MODES, Named, Prepared, Rows, check_batch_size, label_of, prepare, prepare_number
 from .sniff import image_size
 
-__all__ = ["DEFAULT_MAX_IMAGE_PIXELS", "MODES", "Named", "Prepared", "Rows", "as_array", "check_batch_size",
-           "check_channel_order", "image_size", "is_one_image", "is_pil_image", "label_of", "max_image_pixels",
-           "prepare", "prepare_number", "set_max_image_pixels"]
+__all__ = [
+    "DEFAULT_MAX_IMAGE_PIXELS",
+    "MODES",
+    "Named",
+    "Prepared",
+    "Rows",
+    "as_array",
+    "check_batch_size",
+    "check_channel_order",
+    "image_size",
+    "is_one_image",
+    "is_pil_image",
+    "label_of",
+    "max_image_pixels",
+    "prepare",
+    "prepare_number",
+    "set_max_image_pixels",
+]

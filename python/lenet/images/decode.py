@@ -17,6 +17,7 @@ from .limits import MAX_FILE_BYTES, check_pixels
 from .pixels import cv2, need_cv2, to_pixels
 from .sniff import check_png_chunks, exif_orientation, image_size
 
+
 def decode(data: bytes, source: str, reduce: bool = False) -> np.ndarray:
     """Decodes an encoded image to uint8 (H, W) or (H, W, 3|4) in RGB(A) order.
     ``reduce``: a big JPEG may come out 2, 4 or 8 times smaller (``images.page.jpeg_reduction``)."""
@@ -27,12 +28,15 @@ def decode(data: bytes, source: str, reduce: bool = False) -> np.ndarray:
     if w < 1 or h < 1:
         raise InputError(f"{source}: a {fmt} image of {w}x{h} pixels (corrupt header)")
     check_pixels(h, w, source, f"a {fmt} image")
-    oriented = True   # whether the format may carry an EXIF orientation
+    oriented = True  # whether the format may carry an EXIF orientation
     if fmt == "PNG":
         oriented = check_png_chunks(data, source)
     try:
-        img = imdecode_upright(np.frombuffer(data, dtype=np.uint8),
-                                page.jpeg_reduction(max(w, h)) if reduce and fmt == "JPEG" else 1, oriented)
+        img = imdecode_upright(
+            np.frombuffer(data, dtype=np.uint8),
+            page.jpeg_reduction(max(w, h)) if reduce and fmt == "JPEG" else 1,
+            oriented,
+        )
     except cv2.error as e:
         raise InputError(f"{source}: OpenCV cannot decode this {fmt} image ({cv2_message(e)})") from None
     if img is None or img.size == 0:
@@ -66,8 +70,10 @@ def imdecode_upright(buf: np.ndarray, reduction: int = 1, oriented: bool = True)
     if not oriented:
         return cv2.imdecode(buf, cv2.IMREAD_UNCHANGED)
     if reduction > 1:
-        img = cv2.imdecode(buf, {2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4,
-                                 8: cv2.IMREAD_REDUCED_COLOR_8}[reduction])
+        img = cv2.imdecode(
+            buf,
+            {2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4, 8: cv2.IMREAD_REDUCED_COLOR_8}[reduction],
+        )
         if img is not None and img.size:
             return img
     if hasattr(cv2, "imdecodeWithMetadata"):  # recent OpenCV: one decode
@@ -81,14 +87,16 @@ def imdecode_upright(buf: np.ndarray, reduction: int = 1, oriented: bool = True)
 
 
 # EXIF orientation -> the transform that makes the stored pixels upright.
-ORIENT = {1: lambda a: a,
-           2: lambda a: np.ascontiguousarray(a[:, ::-1]),
-           3: lambda a: np.ascontiguousarray(a[::-1, ::-1]),
-           4: lambda a: np.ascontiguousarray(a[::-1]),
-           5: lambda a: np.ascontiguousarray(a.swapaxes(0, 1)),
-           6: lambda a: np.ascontiguousarray(np.rot90(a, -1)),
-           7: lambda a: np.ascontiguousarray(np.rot90(a, 2).swapaxes(0, 1)),
-           8: lambda a: np.ascontiguousarray(np.rot90(a, 1))}
+ORIENT = {
+    1: lambda a: a,
+    2: lambda a: np.ascontiguousarray(a[:, ::-1]),
+    3: lambda a: np.ascontiguousarray(a[::-1, ::-1]),
+    4: lambda a: np.ascontiguousarray(a[::-1]),
+    5: lambda a: np.ascontiguousarray(a.swapaxes(0, 1)),
+    6: lambda a: np.ascontiguousarray(np.rot90(a, -1)),
+    7: lambda a: np.ascontiguousarray(np.rot90(a, 2).swapaxes(0, 1)),
+    8: lambda a: np.ascontiguousarray(np.rot90(a, 1)),
+}
 
 
 def read_error(source: str, err: int) -> InputError:

@@ -10,9 +10,10 @@ import cv2
 import numpy as np
 
 from ..errors import InputError
-from .page import BOX, FRAME, Page, union_box, stroke_width
+from .page import BOX, FRAME, Page, stroke_width, union_box
 
 # ------------------------------------------------------------------ one digit
+
 
 def find_digit(page: Page) -> list[int]:
     """The labels of the one digit: the largest component, and every sizeable
@@ -28,8 +29,14 @@ def find_digit(page: Page) -> list[int]:
     while candidates:
         x, y, w, h = union_box(page.boxes[digit])
         m = 0.2 * max(w, h)
-        near = {i for i in candidates if page.boxes[i, 0] < x + w + m and page.boxes[i, 0] + page.boxes[i, 2] > x - m
-                and page.boxes[i, 1] < y + h + m and page.boxes[i, 1] + page.boxes[i, 3] > y - m}
+        near = {
+            i
+            for i in candidates
+            if page.boxes[i, 0] < x + w + m
+            and page.boxes[i, 0] + page.boxes[i, 2] > x - m
+            and page.boxes[i, 1] < y + h + m
+            and page.boxes[i, 1] + page.boxes[i, 3] > y - m
+        }
         if not near:
             break
         digit += sorted(near)
@@ -51,6 +58,7 @@ class Part:
     [x0, x1), and, where it was cut from a digit touching it, right of ``left`` and
     left of ``right``: per row of the component's box, the first column that is the
     part's and the first that is no longer (None: no cut on that side)."""
+
     label: int
     x0: int
     x1: int
@@ -64,7 +72,7 @@ class Part:
 
     def mask(self, page: Page, ox: int, oy: int, h: int, w: int) -> np.ndarray:
         """The part's pixels in the working region (ox, oy, w, h), uint8 0/1."""
-        labels = page.labels[oy:oy + h, ox:ox + w]
+        labels = page.labels[oy : oy + h, ox : ox + w]
         m = labels == self.label
         if self.cut:
             m &= self._inside(page, ox, oy, h, w)
@@ -113,14 +121,15 @@ def frame(page: Page, parts: list[Part]) -> Optional[tuple[np.ndarray, np.ndarra
     x, y = ox + bx, oy + by
     # Drawn from the full-size image: a small digit keeps the detail shrinking took.
     crop = page.fine_ink(x, y, w, h)
-    crop *= cv2.resize(m[by:by + h, bx:bx + w], crop.shape[::-1], interpolation=cv2.INTER_NEAREST)
+    crop *= cv2.resize(m[by : by + h, bx : bx + w], crop.shape[::-1], interpolation=cv2.INTER_NEAREST)
     inked = crop[crop > 0]
     if inked.size == 0:
         return None
     crop = np.minimum(crop / float(np.percentile(inked, 90)), 1)  # the strongest strokes at full white
     pw, ph = max(1, round(w * BOX / max(w, h))), max(1, round(h * BOX / max(w, h)))
-    fine = cv2.resize(crop, (FINE * pw, FINE * ph),
-                      interpolation=cv2.INTER_AREA if crop.shape[1] > FINE * pw else cv2.INTER_LINEAR)
+    fine = cv2.resize(
+        crop, (FINE * pw, FINE * ph), interpolation=cv2.INTER_AREA if crop.shape[1] > FINE * pw else cv2.INTER_LINEAR
+    )
     width = stroke_width(fine)
     if abs(width - MNIST_STROKE) >= 2:
         k = round(abs(width - MNIST_STROKE)) // 2 * 2 + 1  # a disk of diameter k changes the width by k - 1
@@ -135,7 +144,7 @@ def frame(page: Page, parts: list[Part]) -> Optional[tuple[np.ndarray, np.ndarra
     px = int(np.clip(round(FRAME / 2 - cx), 0, FRAME - pw))
     py = int(np.clip(round(FRAME / 2 - cy), 0, FRAME - ph))
     out = np.zeros((FRAME, FRAME), np.float32)
-    out[py:py + ph, px:px + pw] = patch * 255
+    out[py : py + ph, px : px + pw] = patch * 255
     return out, np.array([x, y, w, h])
 
 

@@ -55,8 +55,10 @@ def set_max_image_pixels(n: Optional[int]) -> None:
 def check_pixels(h: int, w: int, source: str, what: str = "image") -> None:
     limit = max_image_pixels()
     if h * w > limit:
-        raise ImageTooLargeError(f"{source}: {what} of {w}x{h} = {h * w:,} pixels exceeds the limit of {limit:,} "
-                                 "pixels (lenet.set_max_image_pixels or LENET_MAX_IMAGE_PIXELS raise it)")
+        raise ImageTooLargeError(
+            f"{source}: {what} of {w}x{h} = {h * w:,} pixels exceeds the limit of {limit:,} "
+            "pixels (lenet.set_max_image_pixels or LENET_MAX_IMAGE_PIXELS raise it)"
+        )
 
 
-MAX_FILE_BYTES = (1 << 31) - 1   # the largest file read whole (its pixels are limited apart)
+MAX_FILE_BYTES = (1 << 31) - 1  # the largest file read whole (its pixels are limited apart)

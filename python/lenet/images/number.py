@@ -23,8 +23,12 @@ from .page import Page
 
 # Width over height of MNIST digits per class (the 5,000 training digits the shipped
 # models learnt from): mean and standard deviation.
-ASPECT = np.array([[0.93, 0.49, 0.97, 0.84, 0.82, 0.99, 0.74, 0.81, 0.79, 0.71],
-                   [0.16, 0.20, 0.21, 0.15, 0.16, 0.23, 0.16, 0.17, 0.17, 0.14]])
+ASPECT = np.array(
+    [
+        [0.93, 0.49, 0.97, 0.84, 0.82, 0.99, 0.74, 0.81, 0.79, 0.71],
+        [0.16, 0.20, 0.21, 0.15, 0.16, 0.23, 0.16, 0.17, 0.17, 0.14],
+    ]
+)
 SLANT = 1.3  # handwriting is more slanted and rotated than MNIST: its spread of widths is wider
 # Ink per class: the sum of a digit's frame (``frame``: strokes at MNIST's median width,
 # in the 20-px box) over 255, mean and standard deviation, measured on 4,000 MNIST
@@ -32,8 +36,12 @@ SLANT = 1.3  # handwriting is more slanted and rotated than MNIST: its spread of
 # twice a digit's stroke length in one box (the network, which never saw a pair, may
 # still be sure of them); a fragment of a digit has too little. Handwriting's spread is
 # wider than MNIST's by INK_SPREAD.
-INK = np.array([[118.9, 55.0, 104.8, 105.3, 90.1, 101.3, 98.8, 83.7, 110.1, 93.4],
-                [14.3, 8.3, 17.2, 16.7, 14.0, 20.1, 17.4, 13.8, 17.3, 15.2]])
+INK = np.array(
+    [
+        [118.9, 55.0, 104.8, 105.3, 90.1, 101.3, 98.8, 83.7, 110.1, 93.4],
+        [14.3, 8.3, 17.2, 16.7, 14.0, 20.1, 17.4, 13.8, 17.3, 15.2],
+    ]
+)
 INK_SPREAD = 1.3
 # Each digit's width, height and ink are scored as -z²/2, which costs a perfectly usual
 # digit 1/2 per term on average: a reading of more digits would pay it more often (two
@@ -46,14 +54,14 @@ SHORT, TALL = 0.9, 1.15
 # two; each further stroke the cut crosses, as through the middle of a 0, CROSSING
 # more), and a digit whose strokes do not meet (each further component in it).
 TOUCHING, CROSSING, BROKEN = 0.1, 0.2, 0.1
-SKIP = 30.0       # a stray mark as big as a digit costs e^-30, one a third as big e^-3.3
-FRAGMENT = 0.15   # smaller components are specks, neither digits nor parts of one
-MAX_GAP = 0.25    # the widest gap between two components of one digit
-MAX_WIDTH = 1.8   # the widest digit (a 2 with a long tail)
+SKIP = 30.0  # a stray mark as big as a digit costs e^-30, one a third as big e^-3.3
+FRAGMENT = 0.15  # smaller components are specks, neither digits nor parts of one
+MAX_GAP = 0.25  # the widest gap between two components of one digit
+MAX_WIDTH = 1.8  # the widest digit (a 2 with a long tail)
 PAIR_WIDTH = 0.5  # a component this wide may be two touching digits (two 1s), twice as wide three
-MAX_CUTS = 3      # per component
-CUT_SIDE = 0.12   # the narrowest piece a cut may leave
-STEP = 0.5        # the cost of a cut moving one column sideways, against 1 per ink pixel it crosses
+MAX_CUTS = 3  # per component
+CUT_SIDE = 0.12  # the narrowest piece a cut may leave
+STEP = 0.5  # the cost of a cut moving one column sideways, against 1 per ink pixel it crosses
 # The constants were tuned on numbers from photo_fixtures with seeds 100-103, not on
 # the test's seed.
 
@@ -71,7 +79,7 @@ def _cut_paths(page: Page, label: int, height: float) -> list[tuple[np.ndarray, 
     most = min(MAX_CUTS, int(w / (PAIR_WIDTH * height)))
     if most < 1 or w < 2 * side + 1 or h < 2:
         return []
-    ink = (page.labels[y:y + h, x:x + w] == label).astype(np.float32)
+    ink = (page.labels[y : y + h, x : x + w] == label).astype(np.float32)
     # cost[c]: the least cost of a path from the top row to column c of row r; came[r, c]: its move into row r.
     cost, came = ink[0].copy(), np.zeros((h, w), np.int8)
     for r in range(1, h):
@@ -100,7 +108,7 @@ def _pieces_of(page: Page, label: int, cuts: list[tuple[np.ndarray, int]]) -> li
     if not cuts:
         return whole(page, [label])
     x, y, w, h = page.boxes[label]
-    mine = page.labels[y:y + h, x:x + w] == label
+    mine = page.labels[y : y + h, x : x + w] == label
     columns = np.arange(x, x + w)[None, :]
     paths = [p for p, _ in cuts]
     pieces = []
@@ -121,8 +129,9 @@ def _parts(pieces: list[Part]) -> list[Part]:
     merged: dict[int, Part] = {}
     for p in pieces:
         q = merged.get(p.label)
-        merged[p.label] = p if q is None else Part(p.label, min(q.x0, p.x0), max(q.x1, p.x1), q.left, p.right,
-                                                   p.crossings)
+        merged[p.label] = (
+            p if q is None else Part(p.label, min(q.x0, p.x0), max(q.x1, p.x1), q.left, p.right, p.crossings)
+        )
     return sorted(merged.values(), key=lambda p: p.x0)
 
 
@@ -145,6 +154,7 @@ def _pieces(page: Page) -> tuple[list[Part], float]:
 class _Run:
     """A digit hypothesis: pieces i..j drawn as ``frame``, with ``box`` (x, y, w,
     h, working pixels), made of ``components`` components."""
+
     i: int
     j: int
     frame: np.ndarray
@@ -159,7 +169,7 @@ def _runs(page: Page, pieces: list[Part], height: float) -> list[_Run]:
     runs = []
     for i in range(len(pieces)):
         for j in range(i, len(pieces)):
-            parts = _parts(pieces[i:j + 1])
+            parts = _parts(pieces[i : j + 1])
             if j > i and max(p.x1 for p in parts) - parts[0].x0 > MAX_WIDTH * height:
                 break  # longer runs are wider still
             if max([p.x0 - max(q.x1 for q in parts[:k]) for k, p in enumerate(parts) if k] + [0]) > MAX_GAP * height:
@@ -186,8 +196,15 @@ def _choose(pieces: list[Part], sides: np.ndarray, runs: list[_Run], probs: np.n
         z = (w / h - ASPECT[0, c]) / (SLANT * ASPECT[1, c])
         odd = max(0.0, SHORT - h / height, h / height - TALL) / 0.1
         ink = (float(r.frame.sum()) / 255 - INK[0, c]) / (INK_SPREAD * INK[1, c])
-        score[r.i, r.j] = (float(np.log(max(pk[c], 1e-30))) - z * z / 2 - odd * odd / 2 - ink * ink / 2
-                           + (r.components - 1) * np.log(BROKEN) + DIGIT_BONUS, k)
+        score[r.i, r.j] = (
+            float(np.log(max(pk[c], 1e-30)))
+            - z * z / 2
+            - odd * odd / 2
+            - ink * ink / 2
+            + (r.components - 1) * np.log(BROKEN)
+            + DIGIT_BONUS,
+            k,
+        )
     # boundary[i]: the log odds of a digit boundary before piece i, for each component on both sides.
     boundary = [0.0] * (n + 1)
     last: dict[int, Part] = {}  # per component, its last piece before i
@@ -215,8 +232,9 @@ def _choose(pieces: list[Part], sides: np.ndarray, runs: list[_Run], probs: np.n
     return chosen[::-1]
 
 
-def find_number(img: np.ndarray, proba: Callable[[np.ndarray], np.ndarray],
-                source: str = "<array>") -> tuple[list[np.ndarray], list[tuple[int, int, int, int]]]:
+def find_number(
+    img: np.ndarray, proba: Callable[[np.ndarray], np.ndarray], source: str = "<array>"
+) -> tuple[list[np.ndarray], list[tuple[int, int, int, int]]]:
     """The digits of a number written left to right in ``img``: MNIST images
     (float32 (28, 28), 0..255) and boxes (x, y, w, h) in ``img``'s pixels, left to
     right. ``proba``: the network, a batch of MNIST images (n, 28, 28) to class

@@ -39,13 +39,13 @@ import numpy as np
 
 from ..errors import InputError
 
-
-WORK_SIDE = 800      # px; a digit 2% of a photo's height is still 10+ px tall here
-COARSE_SIDE = 128    # px; the paper's brightness is smooth: estimated at this scale
+WORK_SIDE = 800  # px; a digit 2% of a photo's height is still 10+ px tall here
+COARSE_SIDE = 128  # px; the paper's brightness is smooth: estimated at this scale
 BOX, FRAME = 20, 28  # MNIST: digits fit a 20×20 box in a 28×28 frame
 
 
 # ------------------------------------------------------------------ decoding big JPEGs
+
 
 def jpeg_reduction(longest: int, side: int = 2 * WORK_SIDE) -> int:
     """1, 2, 4 or 8: how many times smaller a JPEG whose longest side is ``longest``
@@ -61,6 +61,7 @@ def jpeg_reduction(longest: int, side: int = 2 * WORK_SIDE) -> int:
 
 
 # ------------------------------------------------------------------ the page and its ink
+
 
 def gray(img: np.ndarray) -> np.ndarray:
     """The image in gray at full size, alpha composited on white (uint8 stays uint8)."""
@@ -80,7 +81,7 @@ def shrink(g: np.ndarray) -> tuple[np.ndarray, int]:
     n = -(-max(g.shape) // WORK_SIDE)
     if n > 1:
         h, w = max(1, g.shape[0] // n), max(1, g.shape[1] // n)
-        g = cv2.resize(g[:h * n, :w * n], (w, h), interpolation=cv2.INTER_AREA)
+        g = cv2.resize(g[: h * n, : w * n], (w, h), interpolation=cv2.INTER_AREA)
     return g.astype(np.float32), n
 
 
@@ -199,7 +200,7 @@ def paper(c: np.ndarray, contrast: float = STROKE_CONTRAST) -> np.ndarray:
     if dy or dx:
         c8 = cv2.copyMakeBorder(c8, 0, dy, 0, dx, cv2.BORDER_REPLICATE)
         strokes = cv2.copyMakeBorder(strokes, 0, dy, 0, dx, cv2.BORDER_REPLICATE)
-    return cv2.inpaint(c8, strokes, 3, cv2.INPAINT_TELEA)[:c.shape[0], :c.shape[1]].astype(np.float32)
+    return cv2.inpaint(c8, strokes, 3, cv2.INPAINT_TELEA)[: c.shape[0], : c.shape[1]].astype(np.float32)
 
 
 def darkening(ground: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -280,7 +281,7 @@ def ruled_lines(ink: np.ndarray, threshold: float) -> Optional[np.ndarray]:
             joined = False
             for i in np.nonzero(long)[0]:
                 x, y, bw, bh = stats[i, :4]
-                ys, xs = np.nonzero(labels[y:y + bh, x:x + bw] == i)
+                ys, xs = np.nonzero(labels[y : y + bh, x : x + bw] == i)
                 n = np.bincount(xs, minlength=bw)
                 centre = np.bincount(xs, weights=ys, minlength=bw) / np.maximum(n, 1)
                 # The line's own course, from where it is thin (a digit on it widens
@@ -312,8 +313,9 @@ def ruled_lines(ink: np.ndarray, threshold: float) -> Optional[np.ndarray]:
     count, _, stats, _ = cv2.connectedComponentsWithStats(rest.astype(np.uint8), connectivity=8)
     sides = np.sort(stats[1:, 2:4], axis=1)
     # Not a piece of a line left over, nor the edge of a desk or a shadow across the image.
-    shaped = ((sides[:, 1] <= RULE_PIECE * np.maximum(sides[:, 0], 1))
-              & (stats[1:, 2] < 0.9 * w) & (stats[1:, 3] < 0.9 * h))
+    shaped = (
+        (sides[:, 1] <= RULE_PIECE * np.maximum(sides[:, 0], 1)) & (stats[1:, 2] < 0.9 * w) & (stats[1:, 3] < 0.9 * h)
+    )
     tallest = int(sides[shaped, 1].max()) if shaped.any() else 0
     count, labels, stats, _ = cv2.connectedComponentsWithStats(found.astype(np.uint8), connectivity=8)
     keep = stats[:, 2:4].max(axis=1) >= RULE_OVER * tallest
@@ -456,7 +458,7 @@ class Page:
             return None
         i = int(np.argmax(np.where(ok, self.area, 0)))
         x, y, w, h = self.boxes[i]
-        return stroke_width(self.labels[y:y + h, x:x + w] == i)
+        return stroke_width(self.labels[y : y + h, x : x + w] == i)
 
     def _edges(self, count: int) -> np.ndarray:
         """Per label: whether it is the edge of something at the image's border (a
@@ -468,8 +470,12 @@ class Page:
         labels, (h, w) = self.labels, self.labels.shape
         if max(h, w) * self.n <= CROP_SIDE:
             return np.zeros(count, bool)
-        contact = (np.bincount(labels[0], minlength=count) + np.bincount(labels[-1], minlength=count)
-                   + np.bincount(labels[1:-1, 0], minlength=count) + np.bincount(labels[1:-1, -1], minlength=count))
+        contact = (
+            np.bincount(labels[0], minlength=count)
+            + np.bincount(labels[-1], minlength=count)
+            + np.bincount(labels[1:-1, 0], minlength=count)
+            + np.bincount(labels[1:-1, -1], minlength=count)
+        )
         edge = contact >= EDGE_CONTACT * 2 * (self.boxes[:, 2] + self.boxes[:, 3])
         edge[0] = False
         # A band (a line, a shadow's edge) that reaches the border is the edge of
@@ -497,9 +503,9 @@ class Page:
         if w > h:  # above and below: the same as left and right, transposed
             labels, p, (x, y, w, h) = labels.T, p.T, (y, x, h, w)
         d = max(3, int(w))
-        x0, x1 = max(0, x - d), min(labels.shape[1], x + w + d)   # the band and d columns either side
-        labels, p = labels[y:y + h, x0:x1], p[y:y + h, x0:x1]
-        inside = labels[:, x - x0:x - x0 + w] == label
+        x0, x1 = max(0, x - d), min(labels.shape[1], x + w + d)  # the band and d columns either side
+        labels, p = labels[y : y + h, x0:x1], p[y : y + h, x0:x1]
+        inside = labels[:, x - x0 : x - x0 + w] == label
         has = inside.any(axis=1)
         runs = np.count_nonzero(np.diff(inside.astype(np.int8), axis=1) == 1, axis=1) + inside[:, 0]
         if np.mean(runs[has] == 1) < BAND:
@@ -533,10 +539,10 @@ class Page:
     def fine_ink(self, x: int, y: int, w: int, h: int) -> np.ndarray:
         """The ink of working box (x, y, w, h) at full size: about (h n, w n)."""
         n = self.n
-        p = self.full[y * n:(y + h) * n, x * n:(x + w) * n].astype(np.float32)
+        p = self.full[y * n : (y + h) * n, x * n : (x + w) * n].astype(np.float32)
         if not self.dark:
             p = 255 - p
-        ground = cv2.resize(self.paper[y:y + h, x:x + w], (p.shape[1], p.shape[0]), interpolation=cv2.INTER_LINEAR)
+        ground = cv2.resize(self.paper[y : y + h, x : x + w], (p.shape[1], p.shape[0]), interpolation=cv2.INTER_LINEAR)
         return darkening(ground, p)
 
 
@@ -544,7 +550,6 @@ def union_box(boxes: np.ndarray) -> np.ndarray:
     """The box (x, y, w, h) around boxes (k, 4)."""
     x0, y0 = boxes[:, 0].min(), boxes[:, 1].min()
     return np.array([x0, y0, (boxes[:, 0] + boxes[:, 2]).max() - x0, (boxes[:, 1] + boxes[:, 3]).max() - y0])
-
 
 
 def stroke_width(fine: np.ndarray) -> float:

@@ -69,8 +69,11 @@ def fit(img: np.ndarray, h: int, w: int, c: int, source: str) -> np.ndarray:
         raise InputError(f"{source}: the model takes {c}-channel images; only 1 and 3 are supported")
     if img.shape[0] != h or img.shape[1] != w:
         shrink = img.shape[0] > h or img.shape[1] > w
-        img = cv2.resize(np.ascontiguousarray(img, dtype=np.float32), (w, h),
-                         interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+        img = cv2.resize(
+            np.ascontiguousarray(img, dtype=np.float32),
+            (w, h),
+            interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR,
+        )
     return np.asarray(img, dtype=np.float32).reshape(h, w, c)
 
 
@@ -106,14 +109,16 @@ def from_pil(img: Any, label: str) -> np.ndarray:
         orientation = img.getexif().get(0x0112, 1) if hasattr(img, "getexif") else 1
         if orientation not in (1, None):
             from PIL import ImageOps
+
             img = ImageOps.exif_transpose(img)
         mode = img.mode
         if mode not in _PIL_DIRECT:
             img = img.convert("L" if mode == "1" else "RGBA" if mode in ("P", "PA", "LA", "La", "RGBa") else "RGB")
         a = np.asarray(img)
-    except Exception as e:   # Pillow's own errors (a truncated lazy image, a mode it cannot convert)
-        raise InputError(f"{label}: cannot read this Pillow image (mode {getattr(img, 'mode', '?')}): "
-                         f"{type(e).__name__}: {e}") from None
+    except Exception as e:  # Pillow's own errors (a truncated lazy image, a mode it cannot convert)
+        raise InputError(
+            f"{label}: cannot read this Pillow image (mode {getattr(img, 'mode', '?')}): {type(e).__name__}: {e}"
+        ) from None
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("="))
     return a
@@ -129,9 +134,11 @@ def as_array(item: Any, label: str) -> Optional[np.ndarray]:
     if hasattr(item, "__array__") and not isinstance(item, (str, bytes, bytearray, memoryview)):
         try:
             return np.asarray(item)
-        except Exception as e:   # a GPU tensor (torch, CuPy) refuses an implicit copy to the host
-            raise InputError(f"{label}: cannot read a {type(item).__name__} as a NumPy array ({type(e).__name__}: "
-                             f"{e}); copy it to the host first (e.g. tensor.cpu(), cupy.asnumpy)") from None
+        except Exception as e:  # a GPU tensor (torch, CuPy) refuses an implicit copy to the host
+            raise InputError(
+                f"{label}: cannot read a {type(item).__name__} as a NumPy array ({type(e).__name__}: "
+                f"{e}); copy it to the host first (e.g. tensor.cpu(), cupy.asnumpy)"
+            ) from None
     return None
 
 
@@ -148,8 +155,13 @@ def bgr_to_rgb(a: np.ndarray, single: bool) -> np.ndarray:
 def dark_ground(stack: np.ndarray) -> np.ndarray:
     """Per image of a stack (N, H, W[, C]) of pixels 0..255: whether the median of its
     outermost pixels (gray, alpha composited on white) is below mid-gray."""
-    if stack.dtype == np.uint8 and stack.ndim in (3, 4) and stack.shape[3:] in ((), (1,)) and \
-            stack.shape[1] >= 2 and stack.shape[2] >= 2:   # 8-bit gray: the core's exact counting sort
+    if (
+        stack.dtype == np.uint8
+        and stack.ndim in (3, 4)
+        and stack.shape[3:] in ((), (1,))
+        and stack.shape[1] >= 2
+        and stack.shape[2] >= 2
+    ):  # 8-bit gray: the core's exact counting sort
         return _core.dark_ground(np.ascontiguousarray(stack))
     ring = np.concatenate([stack[:, 0], stack[:, -1], stack[:, 1:-1, 0], stack[:, 1:-1, -1]], axis=1)
     if ring.ndim == 3 and ring.shape[2] == 1:

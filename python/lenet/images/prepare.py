@@ -56,10 +56,20 @@ from .. import _pools
 from .._native import _core
 from ..errors import InputError
 from . import digit, number
-from .decode import MAX_FILE_BYTES, decode, read_bytes, read_error, read_file, cv2_message
+from .decode import MAX_FILE_BYTES, cv2_message, decode, read_bytes, read_error, read_file
 from .limits import check_pixels, max_image_pixels
-from .pixels import (as_array, bgr_to_rgb, check_channel_order, cv2, dark_ground, fit, is_one_image, is_pil_image,
-                     need_cv2, to_pixels)
+from .pixels import (
+    as_array,
+    bgr_to_rgb,
+    check_channel_order,
+    cv2,
+    dark_ground,
+    fit,
+    is_one_image,
+    is_pil_image,
+    need_cv2,
+    to_pixels,
+)
 from .sniff import image_size
 
 MODES = ("auto", "mnist", "photo")
@@ -67,6 +77,7 @@ MODES = ("auto", "mnist", "photo")
 
 class Named(NamedTuple):
     """An input with the name it goes by in results and errors (the CLI's "<stdin>")."""
+
     data: Any
     label: str
 
@@ -76,7 +87,7 @@ def label_of(item: Any, index: Optional[int]) -> str:
     "<bytes>" or "<array>"."""
     if isinstance(item, Named):
         return item.label
-    if isinstance(item, InputError) and item.source:   # an input that failed before it got here
+    if isinstance(item, InputError) and item.source:  # an input that failed before it got here
         return item.source
     if isinstance(item, (str, os.PathLike)):
         return os.fspath(item)
@@ -124,8 +135,13 @@ class Rows:
     def take(self, index) -> "Rows":
         index = np.asarray(index, np.intp)
         picks = index.tolist()
-        return Rows(self.x[index], self.item[index], self.sub[index], [self.source[i] for i in picks],
-                    [self.mode[i] for i in picks])
+        return Rows(
+            self.x[index],
+            self.item[index],
+            self.sub[index],
+            [self.source[i] for i in picks],
+            [self.mode[i] for i in picks],
+        )
 
     @staticmethod
     def concat(parts: list, hwc: Sequence[int]) -> "Rows":
@@ -135,9 +151,13 @@ class Rows:
         if len(parts) == 1:
             return parts[0]
         dtype = np.uint8 if all(p.x.dtype == np.uint8 for p in parts) else np.float32
-        return Rows(np.concatenate([p.x.astype(dtype, copy=False) for p in parts]),
-                    np.concatenate([p.item for p in parts]), np.concatenate([p.sub for p in parts]),
-                    [s for p in parts for s in p.source], [m for p in parts for m in p.mode])
+        return Rows(
+            np.concatenate([p.x.astype(dtype, copy=False) for p in parts]),
+            np.concatenate([p.item for p in parts]),
+            np.concatenate([p.sub for p in parts]),
+            [s for p in parts for s in p.source],
+            [m for p in parts for m in p.mode],
+        )
 
     def in_item_order(self) -> "Rows":
         """Ordered by input, then by place within the input."""
@@ -155,6 +175,7 @@ class Prepared:
     failed (``errors``: (input index, InputError), in input order), whether the input was
     one image (``single``: a path, bytes or one image array, not a batch), and the
     seconds spent decoding and preparing (``timings``)."""
+
     rows: Rows
     errors: list
     single: bool
@@ -178,8 +199,9 @@ class Prepared:
         return self.rows.item.tolist()
 
 
-def images_of(item: Any, label: str, reduce: bool = False,
-            channel_order: str = "rgb") -> tuple[list[np.ndarray], list[str], bool]:
+def images_of(
+    item: Any, label: str, reduce: bool = False, channel_order: str = "rgb"
+) -> tuple[list[np.ndarray], list[str], bool]:
     """Splits one input into images. Returns (images, sources, was_single)."""
     if isinstance(item, Named):
         item = item.data
@@ -187,7 +209,7 @@ def images_of(item: Any, label: str, reduce: bool = False,
         return [read_file(item, reduce)], [os.fspath(item)], True  # uint8: the photo path is faster on it
     if isinstance(item, (bytes, bytearray, memoryview)):
         return [decode(bytes(item), label, reduce)], [label], True
-    pil = is_pil_image(item)   # RGB by definition: channel_order is about arrays
+    pil = is_pil_image(item)  # RGB by definition: channel_order is about arrays
     if not isinstance(item, np.ndarray):
         converted = as_array(item, label)
         item = item if converted is None else converted
@@ -200,8 +222,10 @@ def images_of(item: Any, label: str, reduce: bool = False,
             raise InputError(f"{label}: array of shape {item.shape} is not an image or a batch of images")
         single = is_one_image(item)
         if item.ndim == 4 and item.shape[3] not in (1, 3, 4):
-            raise InputError(f"{label}: array of shape {item.shape} is not an image or a batch of images "
-                             "((H, W), (H, W, C), (N, H, W) or (N, H, W, C) with C in 1, 3, 4)")
+            raise InputError(
+                f"{label}: array of shape {item.shape} is not an image or a batch of images "
+                "((H, W), (H, W, C), (N, H, W) or (N, H, W, C) with C in 1, 3, 4)"
+            )
         h, w = item.shape[:2] if single else item.shape[1:3]
         if (single or item.shape[0]) and (h < 1 or w < 1):
             raise InputError(f"{label}: array of shape {item.shape} holds images of {w}x{h} pixels (empty)")
@@ -213,8 +237,10 @@ def images_of(item: Any, label: str, reduce: bool = False,
         if single:
             return [a], [label], True
         return list(a), [f"{label}[{i}]" for i in range(a.shape[0])], False
-    raise InputError(f"{label}: cannot classify a {type(item).__name__} "
-                     "(give a path, bytes of an encoded image, a NumPy array, a Pillow image or a list of these)")
+    raise InputError(
+        f"{label}: cannot classify a {type(item).__name__} "
+        "(give a path, bytes of an encoded image, a NumPy array, a Pillow image or a list of these)"
+    )
 
 
 def _prepare_one(img: np.ndarray, h: int, w: int, c: int, mode: str, source: str) -> tuple[np.ndarray, str]:
@@ -236,8 +262,10 @@ def _opencv_errors(source: str, img: np.ndarray, what: str):
     try:
         yield
     except cv2.error as e:
-        raise InputError(f"{source}: the {what} preparation failed on this {img.shape[1]}x{img.shape[0]} image "
-                         f"(OpenCV: {cv2_message(e)})") from None
+        raise InputError(
+            f"{source}: the {what} preparation failed on this {img.shape[1]}x{img.shape[0]} image "
+            f"(OpenCV: {cv2_message(e)})"
+        ) from None
 
 
 def _pixel_stack(items: list, labels: Sequence[str], h: int, w: int, c: int, mode: str) -> Optional[Prepared]:
@@ -248,7 +276,7 @@ def _pixel_stack(items: list, labels: Sequence[str], h: int, w: int, c: int, mod
     if c != 1 or mode == "photo" or h < 2 or w < 2 or not items:
         return None
     one = len(items) == 1
-    if one:   # the most common call of all, infer(one array), in as few steps as can be
+    if one:  # the most common call of all, infer(one array), in as few steps as can be
         a = items[0]
         if type(a) is np.ndarray and a.dtype == np.uint8 and (a.shape == (h, w) or a.shape == (h, w, 1)):
             if h * w > max_image_pixels():
@@ -265,8 +293,14 @@ def _pixel_stack(items: list, labels: Sequence[str], h: int, w: int, c: int, mod
             return None
         if item.shape in ((h, w), (h, w, 1)):
             arrays.append(item.reshape(1, h, w, 1))
-        elif one and item.ndim in (3, 4) and not is_one_image(item) and item.shape[1:3] == (h, w) and \
-                item.shape[3:] in ((), (1,)) and len(item):
+        elif (
+            one
+            and item.ndim in (3, 4)
+            and not is_one_image(item)
+            and item.shape[1:3] == (h, w)
+            and item.shape[3:] in ((), (1,))
+            and len(item)
+        ):
             arrays.append(item.reshape(len(item), h, w, 1))
         else:
             return None
@@ -278,13 +312,18 @@ def _pixel_stack(items: list, labels: Sequence[str], h: int, w: int, c: int, mod
     if one and n == 1 and is_one_image(items[0]):
         return Prepared(Rows(x, [0], [0], [labels[0]], ["mnist"]), [], True)
     if one:
-        return Prepared(Rows(x, [0] * n, range(n), [f"{labels[0]}[{i}]" for i in range(n)], ["mnist"] * n), [],
-                        False)
+        return Prepared(Rows(x, [0] * n, range(n), [f"{labels[0]}[{i}]" for i in range(n)], ["mnist"] * n), [], False)
     return Prepared(Rows(x, range(n), [0] * n, list(labels), ["mnist"] * n), [], True)
 
 
-def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mode: str = "auto",
-            threads: int = 1, channel_order: str = "rgb") -> Prepared:
+def prepare(
+    items: Sequence,
+    labels: Sequence[str],
+    input_hwc: Sequence[int],
+    mode: str = "auto",
+    threads: int = 1,
+    channel_order: str = "rgb",
+) -> Prepared:
     """Reads, decodes and prepares each item (a path, bytes, or an array of one image or a
     batch) into the model's rows. An item that cannot be read or prepared (a blank page in
     photo mode included) is left out, its InputError (with ``source`` set to its label) in
@@ -309,7 +348,7 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
     # Threads only for large encoded images: decoding a small PNG (~15 µs) is as much
     # Python as OpenCV, and two threads contending for the GIL were slower than one.
     native = _read_native(items, labels, h, w, c)
-    errors: list = []   # (item index, InputError), sorted into item order at the end
+    errors: list = []  # (item index, InputError), sorted into item order at the end
     if len(native) == len(items) and mode != "photo" and (mode == "mnist" or dark_ground(native.x).all()):
         # Every item decoded by the core, all MNIST-like: the core's stack is the batch.
         native.mode = ["mnist"] * len(native)
@@ -317,7 +356,7 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
         return Prepared(native, errors, True, {"decode": decoded - started, "prepare": time.perf_counter() - decoded})
 
     def read(i: int):
-        if isinstance(items[i], InputError):   # a file that could not be read, or failed before
+        if isinstance(items[i], InputError):  # a file that could not be read, or failed before
             items[i].source = items[i].source or labels[i]
             return items[i]
         try:
@@ -329,7 +368,7 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
     todo = [i for i, item in enumerate(items) if item is not _DECODED]
     decoders = threads if threads > 1 and _large_files([items[i] for i in todo]) else 1
     # The decoded images not yet rows: parallel lists are confined to this function.
-    images, where, sources = [], [], []   # pixels, (item, sub), label
+    images, where, sources = [], [], []  # pixels, (item, sub), label
     single = False
     for i, got in zip(todo, _pools.map_chunks(read, todo, decoders)):
         if isinstance(got, InputError):
@@ -340,7 +379,7 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
         where += [(i, k) for k in range(len(imgs))]
         sources += srcs
     if len(native) and (not where or native.item[-1] > where[-1][0]):
-        single = True   # the last item that gave images was a file
+        single = True  # the last item that gave images was a file
     decoded = time.perf_counter()
 
     # 2. Images already of the model's size with a dark background (MNIST-like) need no
@@ -349,8 +388,13 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
     # the other images.
     parts: list = []
     if len(native):
-        direct = (np.ones(len(native), bool) if mode == "mnist" else np.zeros(len(native), bool)
-                  if mode == "photo" else dark_ground(native.x))
+        direct = (
+            np.ones(len(native), bool)
+            if mode == "mnist"
+            else np.zeros(len(native), bool)
+            if mode == "photo"
+            else dark_ground(native.x)
+        )
         kept = native.take(np.flatnonzero(direct))
         kept.mode = ["mnist"] * len(kept)
         parts.append(kept)
@@ -359,8 +403,9 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
             where.append((int(native.item[k]), 0))
             sources.append(native.source[k])
     is_direct = np.zeros(len(images), bool)
-    sized = [i for i, p in enumerate(images)
-             if p.shape[:2] == (h, w) and (p.shape[2:] == (c,) or p.ndim == 2 and c == 1)]
+    sized = [
+        i for i, p in enumerate(images) if p.shape[:2] == (h, w) and (p.shape[2:] == (c,) or p.ndim == 2 and c == 1)
+    ]
     if sized and mode != "photo":
         same = [images[i] for i in sized]
         if any(q.ndim != same[0].ndim or q.dtype != same[0].dtype for q in same):
@@ -372,8 +417,15 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
         if stack.dtype != np.uint8:
             stack = stack.astype(np.float32)
         picks = picked.tolist()
-        parts.append(Rows(stack[direct], [where[i][0] for i in picks], [where[i][1] for i in picks],
-                          [sources[i] for i in picks], ["mnist"] * len(picks)))
+        parts.append(
+            Rows(
+                stack[direct],
+                [where[i][0] for i in picks],
+                [where[i][1] for i in picks],
+                [sources[i] for i in picks],
+                ["mnist"] * len(picks),
+            )
+        )
 
     # 3. The rest, one image at a time: resized, or found and normalized as a photo.
     def prepare_one(i: int):
@@ -393,19 +445,30 @@ def prepare(items: Sequence, labels: Sequence[str], input_hwc: Sequence[int], mo
         done_x.append(got[0])
         done.append((i, got[1]))
     if done:
-        parts.append(Rows(np.stack(done_x), [where[i][0] for i, _ in done], [where[i][1] for i, _ in done],
-                          [sources[i] for i, _ in done], [m for _, m in done]))
+        parts.append(
+            Rows(
+                np.stack(done_x),
+                [where[i][0] for i, _ in done],
+                [where[i][1] for i, _ in done],
+                [sources[i] for i, _ in done],
+                [m for _, m in done],
+            )
+        )
 
     # 4. The rows in input order, those of an input that failed left out.
     rows = Rows.concat(parts, (h, w, c)).in_item_order()
     if errors:
         failed = np.asarray(sorted({i for i, _ in errors}), np.intp)
         rows = rows.take(np.flatnonzero(~np.isin(rows.item, failed)))
-    return Prepared(rows, sorted(errors, key=lambda pair: pair[0]), single,
-                    {"decode": decoded - started, "prepare": time.perf_counter() - decoded})
+    return Prepared(
+        rows,
+        sorted(errors, key=lambda pair: pair[0]),
+        single,
+        {"decode": decoded - started, "prepare": time.perf_counter() - decoded},
+    )
 
 
-_DECODED = object()   # in prepare's items: a file or bytes the core has decoded
+_DECODED = object()  # in prepare's items: a file or bytes the core has decoded
 
 
 def _read_native(items: list, labels: Sequence[str], h: int, w: int, c: int) -> Rows:
@@ -418,7 +481,7 @@ def _read_native(items: list, labels: Sequence[str], h: int, w: int, c: int) -> 
     owner: list = []
     pixels = np.zeros((0, h, w), np.uint8)
     files = [i for i, item in enumerate(items) if isinstance(item, (str, os.PathLike))]
-    if len(files) >= 2:   # one file is read by decode's own path
+    if len(files) >= 2:  # one file is read by decode's own path
         paths = [os.fsencode(items[i]) for i in files]
         if gray:
             got, pixels, rows = _core.read_gray_images(paths, MAX_FILE_BYTES, h, w)
@@ -426,16 +489,25 @@ def _read_native(items: list, labels: Sequence[str], h: int, w: int, c: int) -> 
         else:
             got = _core.read_files(paths, MAX_FILE_BYTES)
         for i, data in zip(files, got):
-            items[i] = (_DECODED if data is None else read_error(labels[i], data) if isinstance(data, int)
-                        else Named(data, labels[i]))
+            items[i] = (
+                _DECODED
+                if data is None
+                else read_error(labels[i], data)
+                if isinstance(data, int)
+                else Named(data, labels[i])
+            )
     if gray:
         # Bytes (a server's request bodies, infer(png_bytes)); the files just read were offered already.
         read = set(files) if len(files) >= 2 else ()
-        blobs = [i for i, item in enumerate(items) if i not in read and
-                 type(item.data if type(item) is Named else item) is bytes]
+        blobs = [
+            i
+            for i, item in enumerate(items)
+            if i not in read and type(item.data if type(item) is Named else item) is bytes
+        ]
         if blobs:
-            more, rows = _core.decode_gray_pngs([items[i].data if type(items[i]) is Named else items[i]
-                                                 for i in blobs], h, w)
+            more, rows = _core.decode_gray_pngs(
+                [items[i].data if type(items[i]) is Named else items[i] for i in blobs], h, w
+            )
             if len(more):
                 decoded = [i for i, row in zip(blobs, rows.tolist()) if row >= 0]
                 for i in decoded:
@@ -462,13 +534,13 @@ def _large_files(items: list, average: int = 64 << 10) -> bool:
 
 
 def check_batch_size(batch_size: Optional[int]) -> None:
-    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool)
-                                   or batch_size < 1):
+    if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1):
         raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
-def prepare_number(image: Any, input_hwc: Sequence[int], probabilities: Callable[[np.ndarray], np.ndarray],
-                   channel_order: str = "rgb") -> tuple[Rows, list[tuple[int, int, int, int]], str]:
+def prepare_number(
+    image: Any, input_hwc: Sequence[int], probabilities: Callable[[np.ndarray], np.ndarray], channel_order: str = "rgb"
+) -> tuple[Rows, list[tuple[int, int, int, int]], str]:
     """The digits of a number written left to right in one image (a path, bytes or an
     array) as the model's rows, each digit's box (x, y, w, h) in the image, and the
     image's label. ``probabilities`` (the engine: rows -> probabilities) chooses between

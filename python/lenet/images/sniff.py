@@ -9,13 +9,14 @@ from typing import Optional
 
 from ..errors import InputError
 
+
 def image_size(data: bytes, source: str = "<bytes>") -> tuple[str, int, int]:
     """(format, width, height) read from the header of an encoded image, without
     decoding it. Raises InputError for a format lenet does not decode (see the module
     docstring) or a header too short or malformed to give a size."""
     try:
         found = _header_size(data)
-    except (struct.error, IndexError, ValueError, OverflowError):   # offsets past the end, bad numbers
+    except (struct.error, IndexError, ValueError, OverflowError):  # offsets past the end, bad numbers
         found = None
     if found is None:
         fmt = format_of(data)
@@ -33,10 +34,12 @@ def check_png_chunks(d: bytes, source: str) -> bool:
     pos, exif = 8, False
     while pos + 8 <= len(d):
         (length,) = struct.unpack_from(">I", d, pos)
-        kind = d[pos + 4:pos + 8]
+        kind = d[pos + 4 : pos + 8]
         if length > len(d) - pos - 12:
-            raise InputError(f"{source}: a corrupt or truncated PNG: chunk {kind!r} at byte {pos} declares "
-                             f"{length:,} bytes, {max(0, len(d) - pos - 12):,} remain")
+            raise InputError(
+                f"{source}: a corrupt or truncated PNG: chunk {kind!r} at byte {pos} declares "
+                f"{length:,} bytes, {max(0, len(d) - pos - 12):,} remain"
+            )
         exif = exif or kind == b"eXIf"
         pos += 12 + length
         if kind == b"IEND":
@@ -64,24 +67,24 @@ def format_of(d: bytes) -> Optional[str]:
 
 def _header_size(d: bytes) -> Optional[tuple[str, int, int]]:
     fmt = format_of(d)
-    if fmt == "PNG":      # IHDR first: width, height (big-endian u32)
+    if fmt == "PNG":  # IHDR first: width, height (big-endian u32)
         if d[12:16] != b"IHDR":
             return None
         w, h = struct.unpack_from(">II", d, 16)
         return fmt, w, h
-    if fmt == "JPEG":     # the first start-of-frame segment: height, width (big-endian u16)
+    if fmt == "JPEG":  # the first start-of-frame segment: height, width (big-endian u16)
         i = 2
         while i + 4 <= len(d):
             if d[i] != 0xFF:
                 return None
             marker = d[i + 1]
-            if marker == 0xFF:                     # fill byte
+            if marker == 0xFF:  # fill byte
                 i += 1
                 continue
-            if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:   # no length
+            if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # no length
                 i += 2
                 continue
-            if marker in (0xD9, 0xDA):            # end of image, start of scan before any frame
+            if marker in (0xD9, 0xDA):  # end of image, start of scan before any frame
                 return None
             (length,) = struct.unpack_from(">H", d, i + 2)
             if length < 2:
@@ -93,26 +96,26 @@ def _header_size(d: bytes) -> Optional[tuple[str, int, int]]:
         return None
     if fmt == "BMP":
         (header,) = struct.unpack_from("<I", d, 14)
-        if header == 12:                           # OS/2 BITMAPCOREHEADER
+        if header == 12:  # OS/2 BITMAPCOREHEADER
             w, h = struct.unpack_from("<HH", d, 18)
         else:
             w, h = struct.unpack_from("<ii", d, 18)
         return fmt, w, abs(h)
-    if fmt == "GIF":      # logical screen
+    if fmt == "GIF":  # logical screen
         w, h = struct.unpack_from("<HH", d, 6)
         return fmt, w, h
     if fmt == "WebP":
         chunk = d[12:16]
-        if chunk == b"VP8X":                       # canvas size - 1, 24-bit little-endian
+        if chunk == b"VP8X":  # canvas size - 1, 24-bit little-endian
             return fmt, 1 + int.from_bytes(d[24:27], "little"), 1 + int.from_bytes(d[27:30], "little")
-        if chunk == b"VP8L" and d[20] == 0x2F:     # 14-bit width - 1, 14-bit height - 1
+        if chunk == b"VP8L" and d[20] == 0x2F:  # 14-bit width - 1, 14-bit height - 1
             (bits,) = struct.unpack_from("<I", d, 21)
             return fmt, 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
         if chunk == b"VP8 " and d[23:26] == b"\x9d\x01\x2a":
             w, h = struct.unpack_from("<HH", d, 26)
             return fmt, w & 0x3FFF, h & 0x3FFF
         return None
-    if fmt == "TIFF":     # the first directory's ImageWidth (256) and ImageLength (257)
+    if fmt == "TIFF":  # the first directory's ImageWidth (256) and ImageLength (257)
         order = "<" if d[:2] == b"II" else ">"
         big = d[2:4] in (b"+\0", b"\0+")
         if big:
@@ -140,7 +143,7 @@ def _header_size(d: bytes) -> Optional[tuple[str, int, int]]:
         if 256 in dims and 257 in dims:
             return fmt, dims[256], dims[257]
         return None
-    if fmt == "PNM":      # P1-P6: width and height after the magic; P7 (PAM): WIDTH / HEIGHT lines
+    if fmt == "PNM":  # P1-P6: width and height after the magic; P7 (PAM): WIDTH / HEIGHT lines
         head = d[:4096].split(b"\n")
         if d[1:2] == b"7":
             fields = {}

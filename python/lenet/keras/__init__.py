@@ -41,8 +41,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 def shipped_weights(name: str) -> Path:
     """Path of the shipped full-model file of ``name`` (one of ``SHIPPED_MODELS``)."""
     if name not in SHIPPED_MODELS:
-        raise ModelFileError(
-            f"unknown shipped model {name!r}; the shipped models are {', '.join(SHIPPED_MODELS)}")
+        raise ModelFileError(f"unknown shipped model {name!r}; the shipped models are {', '.join(SHIPPED_MODELS)}")
     path = Path(__file__).resolve().parent.parent / "weights" / f"{name}.h5"
     if not path.is_file():
         raise ModelFileError(f"{path}: the shipped model file {name!r} is missing from the installation")
@@ -61,8 +60,15 @@ def read_model(path: PathLike, arch: Any = None) -> ModelSpec:
             with hdf5.open_file(weights, inner) as f:
                 if not keras3_h5.is_keras3(f, inner):
                     raise ModelFileError(f"{inner}: no 'layers' group")
-                return _build(a, lambda ar, wanted: keras3_h5.read_weights(f, ar, wanted, inner), where, "keras-zip",
-                              version, "", hdf5.input_scale(f, inner))
+                return _build(
+                    a,
+                    lambda ar, wanted: keras3_h5.read_weights(f, ar, wanted, inner),
+                    where,
+                    "keras-zip",
+                    version,
+                    "",
+                    hdf5.input_scale(f, inner),
+                )
         with hdf5.open_file(src, where) as f:
             return _read_h5(f, where, arch)
     except Error:
@@ -72,6 +78,7 @@ def read_model(path: PathLike, arch: Any = None) -> ModelSpec:
 
 
 # ----------------------------------------------------------------------------- files
+
 
 def _check_file(path: Any) -> Path:
     if not isinstance(path, (str, os.PathLike)):
@@ -109,18 +116,17 @@ def _sniff(p: Path) -> str:
         raise ModelFileError(f"{p}: empty file (0 bytes), not a Keras model file")
     hint = ""
     if head.lstrip()[:1] in (b"{", b"["):
-        hint = ("; it looks like JSON: an architecture goes in arch=..., "
-                "together with the HDF5 weights file")
-    raise ModelFileError(
-        f"{p}: not a Keras model file (neither HDF5 nor a .keras zip: wrong magic bytes){hint}")
+        hint = "; it looks like JSON: an architecture goes in arch=..., together with the HDF5 weights file"
+    raise ModelFileError(f"{p}: not a Keras model file (neither HDF5 nor a .keras zip: wrong magic bytes){hint}")
 
 
 # ----------------------------------------------------------------------------- loading
 
+
 @dataclass
 class _Arch:
-    config: Any          # the parsed model JSON
-    source: str          # for messages
+    config: Any  # the parsed model JSON
+    source: str  # for messages
     keras_version: str = ""
     backend: str = ""
 
@@ -130,9 +136,10 @@ def _read_h5(f: h5py.File, where: str, arch: Any) -> ModelSpec:
     if not legacy and not keras3_h5.is_keras3(f, where):
         raise ModelFileError(
             f"{where}: an HDF5 file without Keras content (no 'model_weights' group, no 'layer_names' "
-            "attribute, no 'layers' group)")
+            "attribute, no 'layers' group)"
+        )
     version, backend = hdf5.keras_version(f, where) if legacy else ("", "")
-    if legacy and not backend:   # Keras 1 never recorded it: its weight names tell
+    if legacy and not backend:  # Keras 1 never recorded it: its weight names tell
         backend = legacy_h5.backend_from_names(legacy_h5.weights_group(f, where), where)
     if arch is not None:
         a = _resolve_arch_for(arch, where)
@@ -140,15 +147,21 @@ def _read_h5(f: h5py.File, where: str, arch: Any) -> ModelSpec:
         if not hdf5.has_attr(f, "model_config", where):
             raise ModelFileError(
                 f"{where}: a full-model file without the 'model_config' attribute (no architecture); "
-                "give the architecture with arch=...")
-        a = _Arch(hdf5.read_json(hdf5.str_attr(f, "model_config", where), f"{where}: attribute 'model_config'"),
-                  where, version, backend)
+                "give the architecture with arch=..."
+            )
+        a = _Arch(
+            hdf5.read_json(hdf5.str_attr(f, "model_config", where), f"{where}: attribute 'model_config'"),
+            where,
+            version,
+            backend,
+        )
     else:
         what = "Keras 1-2 save_weights" if legacy else "Keras 3 .weights.h5"
         raise ModelFileError(
             f"{where}: a weights-only file ({what}) has no architecture; give one with arch=: a "
             "model.to_json() file or string, a full-model .h5/.keras file, or a shipped model name "
-            f"({', '.join(SHIPPED_MODELS)})")
+            f"({', '.join(SHIPPED_MODELS)})"
+        )
     scale = hdf5.input_scale(f, where)
     if legacy:
         group = legacy_h5.weights_group(f, where)
@@ -156,15 +169,31 @@ def _read_h5(f: h5py.File, where: str, arch: Any) -> ModelSpec:
         # Keras 2 converts Keras 1 layouts when the file records no keras_version (its
         # original_keras_version '1'), whatever version wrote the architecture.
         keras1 = not version or version.startswith("1")
-        return _build(a, lambda ar, wanted: legacy_h5.read_weights(group, ar, wanted, where,
-                                                                   _keras1_layout(ar) if keras1 else None),
-                      where, "keras-h5-" + legacy, version, backend, scale, legacy=True)
-    return _build(a, lambda ar, wanted: keras3_h5.read_weights(f, ar, wanted, where), where, "keras3-weights-h5",
-                  "", "", scale)
+        return _build(
+            a,
+            lambda ar, wanted: legacy_h5.read_weights(group, ar, wanted, where, _keras1_layout(ar) if keras1 else None),
+            where,
+            "keras-h5-" + legacy,
+            version,
+            backend,
+            scale,
+            legacy=True,
+        )
+    return _build(
+        a, lambda ar, wanted: keras3_h5.read_weights(f, ar, wanted, where), where, "keras3-weights-h5", "", "", scale
+    )
 
 
-def _build(a: _Arch, read_weights: Callable, where: str, kind: str, version: str, backend: str,
-           input_scale: Optional[float], legacy: bool = False) -> ModelSpec:
+def _build(
+    a: _Arch,
+    read_weights: Callable,
+    where: str,
+    kind: str,
+    version: str,
+    backend: str,
+    input_scale: Optional[float],
+    legacy: bool = False,
+) -> ModelSpec:
     """Architecture a + weights from read_weights -> ModelSpec. ``where`` is the weights file."""
     ctx = where if a.source == where else f"{where} (architecture from {a.source})"
     backend = backend or a.backend
@@ -177,19 +206,30 @@ def _build(a: _Arch, read_weights: Callable, where: str, kind: str, version: str
     if arch.backend == "theano":
         _check_theano_padding(arch, ctx)
     slots = _core.expected_weights(arch.records, list(arch.input_shape), ctx)
-    wanted = [(leaf, slots[leaf.record]) for leaf in arch.leaves
-              if slots[leaf.record] and not arch.records[leaf.record].weight_names()]
+    wanted = [
+        (leaf, slots[leaf.record])
+        for leaf in arch.leaves
+        if slots[leaf.record] and not arch.records[leaf.record].weight_names()
+    ]
     read_weights(arch, wanted)
     if backend.lower() == "theano":
         _unflip_theano_kernels(arch)
     return ModelSpec(
-        layers=arch.records, input_shape=arch.input_shape, input_scale=input_scale, name=arch.name, source=where,
+        layers=arch.records,
+        input_shape=arch.input_shape,
+        input_scale=input_scale,
+        name=arch.name,
+        source=where,
         keras_version=version or a.keras_version,
-        extra={"format": kind, "architecture": a.source, "backend": backend, "keras_major": writer.major})
+        extra={"format": kind, "architecture": a.source, "backend": backend, "keras_major": writer.major},
+    )
 
 
-_CONV_KERNELS = {"conv2d": ("kernel",), "depthwise_conv2d": ("depthwise_kernel",),
-                 "separable_conv2d": ("depthwise_kernel",)}
+_CONV_KERNELS = {
+    "conv2d": ("kernel",),
+    "depthwise_conv2d": ("depthwise_kernel",),
+    "separable_conv2d": ("depthwise_kernel",),
+}
 
 
 def _unflip_theano_kernels(arch: config.Architecture) -> None:
@@ -215,8 +255,10 @@ def _check_theano_padding(arch: config.Architecture, where: str) -> None:
             continue
         raise UnsupportedModelError(
             f"{where}: layer '{rec.name}' ({rec.keras_class}): written with the Theano backend, whose "
-            f"border_mode='same' pads differently from TensorFlow's for a {'pooling' if not conv else 'strided or even'}"
-            f" window ({rec.kernel[0]}x{rec.kernel[1]}, stride {rec.strides[0]}x{rec.strides[1]}); not supported")
+            f"border_mode='same' pads differently from TensorFlow's for a "
+            f"{'pooling' if not conv else 'strided or even'} window ({rec.kernel[0]}x{rec.kernel[1]}, "
+            f"stride {rec.strides[0]}x{rec.strides[1]}); not supported"
+        )
 
 
 def _keras1_layout(arch: config.Architecture) -> Callable:
@@ -227,6 +269,7 @@ def _keras1_layout(arch: config.Architecture) -> Callable:
     1.0.8; 1.0.6-1.0.7 depended on the backend), rewritten here as the variance that
     gives the same output in TensorFlow's formula (a Keras 2-3 architecture takes it
     as the variance, as Keras 2 does)."""
+
     def transform(leaf: config.KerasLayer, slot: str, array: np.ndarray) -> np.ndarray:
         rec = arch.records[leaf.record]
         if rec.kind in _CONV_KERNELS and slot in ("kernel", "depthwise_kernel") and array.ndim == 4:
@@ -236,11 +279,12 @@ def _keras1_layout(arch: config.Architecture) -> Callable:
         if rec.kind == "batch_norm" and slot == "moving_variance" and arch.writer.major == 1:
             form = _keras1_bn_form(arch, rec)
             eps = np.float32(rec.epsilon)
-            if form == "std":           # (x - m) / (std + eps)
+            if form == "std":  # (x - m) / (std + eps)
                 return (array + eps) ** 2 - eps
-            if form == "sqrt_var":      # (x - m) / (sqrt(var) + eps)
+            if form == "sqrt_var":  # (x - m) / (sqrt(var) + eps)
                 return (np.sqrt(array) + eps) ** 2 - eps
         return array
+
     return transform
 
 
@@ -254,17 +298,18 @@ def _check_not_th_kernel(arch: config.Architecture, rec: Any, array: np.ndarray)
             f"{arch.source}: layer '{rec.name}' ({rec.keras_class}): the Keras 1 weights file holds its kernel in "
             f"the 'th' layout {tuple(array.shape)} (filters, channels, rows, cols), but the layer is channels_last; "
             "Keras converts such kernels only for a layer with data_format='channels_first' (dim_ordering='th'), "
-            "as the model that wrote them was")
+            "as the model that wrote them was"
+        )
 
 
 def _keras1_bn_form(arch: config.Architecture, rec: Any) -> str:
-    """What Keras 1's BatchNormalization divided by (tests/keras1_files.py traces it
+    """What Keras 1's BatchNormalization divided by (tests/models/keras1_files.py traces it
     through the backends of each release)."""
     parts = arch.version.split(".")
     try:
         minor, patch = int(parts[1]), int(parts[2]) if len(parts) > 2 else 0
     except (IndexError, ValueError):
-        minor, patch = 0, 0      # no version: the JSON of Keras <= 1.0.3
+        minor, patch = 0, 0  # no version: the JSON of Keras <= 1.0.3
     if (minor, patch) >= (0, 8):
         return "var"
     if (minor, patch) <= (0, 4):
@@ -275,7 +320,8 @@ def _keras1_bn_form(arch: config.Architecture, rec: Any) -> str:
         return "std" if arch.backend == "theano" else "var"
     raise UnsupportedModelError(
         f"{arch.source}: layer '{rec.name}' (BatchNormalization): written by Keras {arch.version}, whose running_std "
-        "is not known to hold a variance or a standard deviation; not supported")
+        "is not known to hold a variance or a standard deviation; not supported"
+    )
 
 
 def _resolve_arch_for(arch: Any, where: str) -> _Arch:
@@ -284,7 +330,7 @@ def _resolve_arch_for(arch: Any, where: str) -> _Arch:
         return _resolve_arch(arch)
     except Error as e:
         message = f"{where}: the architecture given by arch: {e}"
-        if isinstance(e, FileNotFoundError):   # keeps being one, with its filename
+        if isinstance(e, FileNotFoundError):  # keeps being one, with its filename
             raise type(e)(message, e.filename) from e
         raise type(e)(message) from e
 
@@ -310,8 +356,8 @@ def _resolve_arch(arch: Any) -> _Arch:
     if isinstance(arch, (str, os.PathLike)):
         return _arch_from_file(_check_file(arch))
     raise ModelFileError(
-        f"arch must be a path, a JSON string, a dict or one of {', '.join(SHIPPED_MODELS)}; "
-        f"found {type(arch).__name__}")
+        f"arch must be a path, a JSON string, a dict or one of {', '.join(SHIPPED_MODELS)}; found {type(arch).__name__}"
+    )
 
 
 def _arch_from_file(p: Path) -> _Arch:
@@ -322,8 +368,10 @@ def _arch_from_file(p: Path) -> _Arch:
         if head == h5_guard.HDF5_MAGIC:
             with hdf5.open_file(p, where) as f:
                 if not hdf5.has_attr(f, "model_config", where):
-                    raise ModelFileError(f"{where}: given as arch, but this HDF5 file has no 'model_config' "
-                                         "attribute (not a full-model file)")
+                    raise ModelFileError(
+                        f"{where}: given as arch, but this HDF5 file has no 'model_config' "
+                        "attribute (not a full-model file)"
+                    )
                 version, backend = hdf5.keras_version(f, where)
                 cfg = hdf5.read_json(hdf5.str_attr(f, "model_config", where), f"{where}: attribute 'model_config'")
                 return _Arch(cfg, where, version, backend)

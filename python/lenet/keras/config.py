@@ -31,27 +31,27 @@ LIMITS = _core.limits()
 
 @dataclass
 class KerasLayer:
-    cls: str                       # the class as the config names it
+    cls: str  # the class as the config names it
     name: str
     config: dict
-    raw: Any = None                # the config as written (a nested model's may be a list)
-    record: Optional[int] = None   # its record in Architecture.records (None: InputLayer, identity, model)
-    keras3_path: tuple = ()        # its group in a Keras 3 weights file, e.g. ("layers", "conv2d")
-    legacy_owner: int = -1         # the top-level layer (its index) holding its weights in a legacy .h5
-    trainable: bool = True         # as Keras decides it (a frozen model freezes its layers)
+    raw: Any = None  # the config as written (a nested model's may be a list)
+    record: Optional[int] = None  # its record in Architecture.records (None: InputLayer, identity, model)
+    keras3_path: tuple = ()  # its group in a Keras 3 weights file, e.g. ("layers", "conv2d")
+    legacy_owner: int = -1  # the top-level layer (its index) holding its weights in a legacy .h5
+    trainable: bool = True  # as Keras decides it (a frozen model freezes its layers)
 
 
 @dataclass
 class Architecture:
-    records: list                  # _core.LayerSpec, every layer after the ones it reads
-    input_shape: tuple             # Keras' per-sample input shape
+    records: list  # _core.LayerSpec, every layer after the ones it reads
+    input_shape: tuple  # Keras' per-sample input shape
     name: str
-    leaves: list[KerasLayer]       # layers with records, in the model's layer order (nested ones expanded)
-    top_level: list[str]           # the top-level layers' names, in the model's layer order (legacy_owner indexes it)
+    leaves: list[KerasLayer]  # layers with records, in the model's layer order (nested ones expanded)
+    top_level: list[str]  # the top-level layers' names, in the model's layer order (legacy_owner indexes it)
     writer: Writer
     source: str = ""
-    version: str = ""              # the Keras version that wrote it, as far as the file says
-    backend: str = ""              # tensorflow, theano, ...
+    version: str = ""  # the Keras version that wrote it, as far as the file says
+    backend: str = ""  # tensorflow, theano, ...
 
 
 def snake_case(name: str) -> str:
@@ -90,13 +90,15 @@ def parse(config: Any, where: str, writer: Writer) -> Architecture:
     if out == -1:
         raise UnsupportedModelError(f"{where}: the model computes nothing (its output is its input)")
     if out != len(b.records) - 1:
-        raise UnsupportedModelError(f"{where}: layers that the output does not depend on; only models with one "
-                                    "output are supported")
+        raise UnsupportedModelError(
+            f"{where}: layers that the output does not depend on; only models with one output are supported"
+        )
     assert b.input_shape is not None
     return Architecture(b.records, b.input_shape, b.name, b.leaves, top, writer, where)
 
 
 # ----------------------------------------------------------------- building
+
 
 class _Builder:
     def __init__(self, where: str, writer: Writer):
@@ -112,8 +114,9 @@ class _Builder:
 
     def entry(self, e: Any, index: int) -> KerasLayer:
         if not isinstance(e, dict) or not isinstance(e.get("class_name"), str):
-            raise ModelFileError(f"{self.where}: layer #{index} of the architecture is not a "
-                                 "{'class_name', 'config'} object")
+            raise ModelFileError(
+                f"{self.where}: layer #{index} of the architecture is not a {{'class_name', 'config'}} object"
+            )
         self.layer_count += 1
         if self.layer_count > LIMITS["layers"]:
             raise ModelFileError(f"{self.where}: more than {LIMITS['layers']} layers (at most {LIMITS['layers']})")
@@ -133,8 +136,9 @@ class _Builder:
 
     def check_count(self, entries: list) -> None:
         if self.layer_count + len(entries) > LIMITS["layers"]:
-            raise ModelFileError(f"{self.where}: {self.layer_count + len(entries):,} layers (at most "
-                                 f"{LIMITS['layers']})")
+            raise ModelFileError(
+                f"{self.where}: {self.layer_count + len(entries):,} layers (at most {LIMITS['layers']})"
+            )
 
     def record(self, l: KerasLayer, inputs: list[int]) -> int:
         """The value of layer l applied to `inputs`: a new record, or its input for an identity."""
@@ -158,7 +162,7 @@ class _Builder:
             rec.inputs = inputs
             for key, value in weights.items():
                 rec.set_weight(key, value)
-        except (TypeError, ValueError, OverflowError) as e:   # a value pybind cannot convert
+        except (TypeError, ValueError, OverflowError) as e:  # a value pybind cannot convert
             raise ModelFileError(f"{self.w(l)}: a config value of the wrong type ({e})") from e
         self.records.append(rec)
         l.record = len(self.records) - 1
@@ -171,17 +175,19 @@ class _Builder:
         dims = list(batch_shape[1:])
         if any(d is None for d in dims):
             raise UnsupportedModelError(
-                f"{where}: a variable input size {tuple(batch_shape)}; only fixed input sizes are supported")
+                f"{where}: a variable input size {tuple(batch_shape)}; only fixed input sizes are supported"
+            )
         return tuple(layers.integer(d, "an input dimension", where) for d in dims)
 
     # A model (top-level or nested), applied to `inputs` (None: the model input);
     # returns (its output value, its top-level layer names).
-    def model(self, cfg: dict, inputs: Optional[list[int]], path: tuple, owner: int, trainable: bool,
-              top: bool = False) -> tuple[int, list[str]]:
+    def model(
+        self, cfg: dict, inputs: Optional[list[int]], path: tuple, owner: int, trainable: bool, top: bool = False
+    ) -> tuple[int, list[str]]:
         cls = cfg.get("class_name")
         body = cfg.get("config")
         if cls == "Sequential":
-            if isinstance(body, list):             # Keras <= 2.1: the config is the layer list
+            if isinstance(body, list):  # Keras <= 2.1: the config is the layer list
                 entries, name, build = body, "", None
             elif isinstance(body, dict) and isinstance(body.get("layers"), list):
                 entries, name, build = body["layers"], body.get("name"), body.get("build_input_shape")
@@ -198,7 +204,8 @@ class _Builder:
             return self.functional(body, inputs, path, owner, trainable, top)
         raise UnsupportedModelError(
             f"{self.where}: model class {cls!r}: only Sequential and Functional models are supported "
-            "(a subclassed model has no architecture in the file)")
+            "(a subclassed model has no architecture in the file)"
+        )
 
     def keras3_keys(self, entries: list[KerasLayer]) -> list[str]:
         """Each layer's key in a Keras 3 weights file: snake_case(class) and a per-class
@@ -223,13 +230,22 @@ class _Builder:
         if l.cls in MODEL_CLASSES:
             if len(inputs) != 1:
                 raise UnsupportedModelError(f"{self.w(l)}: a nested model with {len(inputs)} inputs")
-            out, _ = self.model({"class_name": l.cls, "config": l.raw}, inputs, l.keras3_path, l.legacy_owner,
-                                l.trainable)
+            out, _ = self.model(
+                {"class_name": l.cls, "config": l.raw}, inputs, l.keras3_path, l.legacy_owner, l.trainable
+            )
             return out
         return self.record(l, inputs)
 
-    def sequential(self, entries: list, build: Any, inputs: Optional[list[int]], path: tuple, owner: int,
-                   trainable: bool, top: bool) -> tuple[int, list[str]]:
+    def sequential(
+        self,
+        entries: list,
+        build: Any,
+        inputs: Optional[list[int]],
+        path: tuple,
+        owner: int,
+        trainable: bool,
+        top: bool,
+    ) -> tuple[int, list[str]]:
         self.check_count(entries)
         ls = [self.entry(e, i) for i, e in enumerate(entries)]
         if not ls:
@@ -241,13 +257,17 @@ class _Builder:
         elif ls[0].cls not in MODEL_CLASSES:
             c = ls[0].config
             batch_shape = c.get("batch_input_shape", c.get("batch_shape"))
-            if batch_shape is None and isinstance(c.get("input_dim"), int):       # Keras 1 Dense(input_dim=...)
+            if batch_shape is None and isinstance(c.get("input_dim"), int):  # Keras 1 Dense(input_dim=...)
                 batch_shape = [None, c["input_dim"]]
-            if batch_shape is None and isinstance(entries[0], dict) and isinstance(entries[0].get("build_config"), dict):
+            if (
+                batch_shape is None
+                and isinstance(entries[0], dict)
+                and isinstance(entries[0].get("build_config"), dict)
+            ):
                 batch_shape = entries[0]["build_config"].get("input_shape")
         if batch_shape is None:
             batch_shape = build
-        if batch_shape is None and inputs is None:   # say first what the engine cannot run (Keras 1's Merge)
+        if batch_shape is None and inputs is None:  # say first what the engine cannot run (Keras 1's Merge)
             for l in ls:
                 if l.cls not in MODEL_CLASSES:
                     layers.convert(layers.ALIASES.get(l.cls, l.cls), l.config, self.w(l), self.writer)
@@ -256,8 +276,10 @@ class _Builder:
                 raise ModelFileError(f"{self.w(l)}: an InputLayer that is not the first layer")
         if inputs is None:
             if batch_shape is None:
-                raise ModelFileError(f"{self.where}: the architecture does not give the input shape "
-                                     "(no InputLayer, no batch_input_shape)")
+                raise ModelFileError(
+                    f"{self.where}: the architecture does not give the input shape "
+                    "(no InputLayer, no batch_input_shape)"
+                )
             self.input_shape = self.input_dims(batch_shape, f"{self.where}: the input")
             inputs = [-1]
         value = inputs
@@ -265,8 +287,9 @@ class _Builder:
             value = [self.apply(l, key, value, path, i if top else owner, trainable)]
         return value[0], [l.name for l in ls]
 
-    def functional(self, body: dict, inputs: Optional[list[int]], path: tuple, owner: int, trainable: bool,
-                   top: bool) -> tuple[int, list[str]]:
+    def functional(
+        self, body: dict, inputs: Optional[list[int]], path: tuple, owner: int, trainable: bool, top: bool
+    ) -> tuple[int, list[str]]:
         ls: list[KerasLayer] = []
         by_name: dict[str, KerasLayer] = {}
         inbound: dict[str, list[str]] = {}
@@ -285,8 +308,7 @@ class _Builder:
         if len(ins) != 1:
             raise UnsupportedModelError(f"{self.where}: a model with {len(ins)} inputs; only one input is supported")
         if len(outs) != 1:
-            raise UnsupportedModelError(f"{self.where}: a model with {len(outs)} outputs; only one output is "
-                                        "supported")
+            raise UnsupportedModelError(f"{self.where}: a model with {len(outs)} outputs; only one output is supported")
         for n in ins + outs + [s for v in inbound.values() for s in v]:
             if n not in by_name:
                 raise ModelFileError(f"{self.where}: the config refers to an unknown layer '{n}'")
@@ -307,16 +329,19 @@ class _Builder:
         while pending:
             ready = [l for l in pending if all(n in values for n in inbound[l.name])]
             if not ready:
-                raise ModelFileError(f"{self.where}: the layers {', '.join(l.name for l in pending[:5])} "
-                                     "cannot be reached from the input (a cycle, or a second input)")
+                raise ModelFileError(
+                    f"{self.where}: the layers {', '.join(l.name for l in pending[:5])} "
+                    "cannot be reached from the input (a cycle, or a second input)"
+                )
             for l in ready:
                 if l.cls == "InputLayer":
                     raise UnsupportedModelError(f"{self.w(l)}: a second input; only one input is supported")
                 srcs = inbound[l.name]
                 if not srcs:
                     raise ModelFileError(f"{self.w(l)}: a layer with no inputs")
-                values[l.name] = self.apply(l, keys[l.name], [values[n] for n in srcs], path,
-                                            index[l.name] if top else owner, trainable)
+                values[l.name] = self.apply(
+                    l, keys[l.name], [values[n] for n in srcs], path, index[l.name] if top else owner, trainable
+                )
             pending = [l for l in pending if l.name not in values]
         return values[outs[0]], [l.name for l in ls]
 
@@ -346,8 +371,9 @@ class _Builder:
         """The layer names of (name, tensor index) references, each to a layer's only output."""
         for n, t in refs:
             if t != 0:
-                raise UnsupportedModelError(f"{where}: a reference to output {t} of layer '{n}'; only layers with "
-                                            "one output are supported")
+                raise UnsupportedModelError(
+                    f"{where}: a reference to output {t} of layer '{n}'; only layers with one output are supported"
+                )
         return [hdf5.name(n, where) for n, _ in refs]
 
     def keras_tensors(self, value: Any, out: list, depth: int = 0) -> None:
@@ -377,14 +403,15 @@ class _Builder:
         if not nodes:
             return []
         if len(nodes) > 1:
-            raise UnsupportedModelError(f"{self.w(l)}: the layer is called {len(nodes)} times (a shared layer); "
-                                        "not supported")
+            raise UnsupportedModelError(
+                f"{self.w(l)}: the layer is called {len(nodes)} times (a shared layer); not supported"
+            )
         node = nodes[0]
         refs: list = []
-        if isinstance(node, dict):                     # Keras 3: {"args": [...], "kwargs": {...}}
+        if isinstance(node, dict):  # Keras 3: {"args": [...], "kwargs": {...}}
             self.keras_tensors(node.get("args", []), refs)
             self.keras_tensors(node.get("kwargs", {}), refs)
-        elif isinstance(node, list):                   # Keras 1-2: [[name, node, tensor, kwargs], ...]
+        elif isinstance(node, list):  # Keras 1-2: [[name, node, tensor, kwargs], ...]
             for ref in node:
                 r = self.tensor_ref(ref)
                 if r is None:

@@ -34,8 +34,7 @@ HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 VLEN_CHECKED_BYTES = 1 << 20
 # The attributes the loader reads that Keras writes as variable-length strings (the
 # list attributes also in numbered chunks: layer_names0, layer_names1, ...).
-VLEN_ATTRIBUTES = (b"backend", b"keras_version", b"model_config", b"training_config", b"layer_names",
-                   b"weight_names")
+VLEN_ATTRIBUTES = (b"backend", b"keras_version", b"model_config", b"training_config", b"layer_names", b"weight_names")
 _FREE_NULL = 1  # the end of a local heap's free list
 
 
@@ -44,9 +43,9 @@ def check(buf: Any, name: Any, max_values: int) -> None:
     structure that libhdf5 would loop on or allocate gigabytes for. ``max_values``:
     the most values the loader reads from one attribute (more are refused before
     they are read, so they need no check here)."""
-    with memoryview(buf) as data:       # released before an mmap is closed
-        base = superblock(data)   # addresses count from it
-        if base is None:          # not HDF5: libhdf5 refuses it unread
+    with memoryview(buf) as data:  # released before an mmap is closed
+        base = superblock(data)  # addresses count from it
+        if base is None:  # not HDF5: libhdf5 refuses it unread
             return
         _check_superblock(data, base, name)
         collections = _check_global_heaps(buf, data, name)
@@ -56,7 +55,7 @@ def check(buf: Any, name: Any, max_values: int) -> None:
 
 
 def _u(data: memoryview, at: int, n: int = 8) -> int:
-    return int.from_bytes(data[at:at + n], "little")
+    return int.from_bytes(data[at : at + n], "little")
 
 
 def superblock(data: memoryview) -> Optional[int]:
@@ -64,7 +63,7 @@ def superblock(data: memoryview) -> Optional[int]:
     ... (after a user block); None when it is nowhere."""
     at = 0
     while at + 8 <= len(data):
-        if data[at:at + 8] == HDF5_MAGIC:
+        if data[at : at + 8] == HDF5_MAGIC:
             return at
         at = 512 if at == 0 else 2 * at
     return None
@@ -77,8 +76,10 @@ def _check_superblock(data: memoryview, base: int, name: Any) -> None:
         return
     at = base + (13 if data[base + 8] < 2 else 9)
     if (data[at], data[at + 1]) != (8, 8):
-        raise ModelFileError(f"{name}: HDF5 file with {data[at]}-byte addresses and {data[at + 1]}-byte lengths: "
-                             "lenet reads files with 8-byte ones (all that h5py and Keras write)")
+        raise ModelFileError(
+            f"{name}: HDF5 file with {data[at]}-byte addresses and {data[at + 1]}-byte lengths: "
+            "lenet reads files with 8-byte ones (all that h5py and Keras write)"
+        )
 
 
 def _check_global_heaps(buf: Any, data: memoryview, name: Any) -> list:
@@ -95,14 +96,14 @@ def _check_global_heaps(buf: Any, data: memoryview, name: Any) -> list:
             if 4096 <= csize <= size - pos:
                 p, end, objects = pos + 16, pos + csize, {}
                 while p < end:
-                    if p + 16 > end:        # too small for an object header: free space
+                    if p + 16 > end:  # too small for an object header: free space
                         break
                     idx, osize = _u(data, p, 2), _u(data, p + 8)
                     need = osize if idx == 0 else 16 + ((osize + 7) // 8) * 8
                     if need <= 0 or need > end - p:
                         raise ModelFileError(
-                            f"{name}: corrupt HDF5 file: a global heap object at byte {p} does not fit "
-                            "its collection")
+                            f"{name}: corrupt HDF5 file: a global heap object at byte {p} does not fit its collection"
+                        )
                     if idx:
                         objects[idx] = osize
                     p += need
@@ -129,7 +130,8 @@ def _check_heap_references(buf: Any, data: memoryview, base: int, collections: l
                 if index in objects and length > max(objects[index], VLEN_CHECKED_BYTES) and not virtual:
                     raise ModelFileError(
                         f"{name}: corrupt HDF5 file: a variable-length value at byte {q - 4} claims {length:,} "
-                        f"bytes; the heap object it points to holds {objects[index]:,}")
+                        f"bytes; the heap object it points to holds {objects[index]:,}"
+                    )
             q = buf.find(address, q + 1)
 
 
@@ -142,17 +144,18 @@ def _check_vlen_attributes(buf: Any, data: memoryview, name: Any, max_values: in
         at = buf.find(attr)
         while at != -1:
             end = at + len(attr)
-            while end < size and 0x30 <= data[end] <= 0x39:   # chunk number
+            while end < size and 0x30 <= data[end] <= 0x39:  # chunk number
                 end += 1
             if end < size and data[end] == 0:
-                for header in (8, 9):                          # the name follows 8 bytes (v1, v2), 9 (v3)
+                for header in (8, 9):  # the name follows 8 bytes (v1, v2), 9 (v3)
                     for offset, count in _vlen_values(data, at - header, end + 1 - at, header, max_values):
                         for k in range(count):
                             length = _u(data, offset + 16 * k, 4)
                             if length > size:
                                 raise ModelFileError(
                                     f"{name}: corrupt HDF5 file: attribute {bytes(data[at:end]).decode()!r} "
-                                    f"claims a {length:,}-byte string in a {size:,}-byte file")
+                                    f"claims a {length:,}-byte string in a {size:,}-byte file"
+                                )
             at = buf.find(attr, at + 1)
 
 
@@ -165,7 +168,7 @@ def _vlen_values(data: memoryview, start: int, name_size: int, header: int, max_
     version = data[start]
     if version not in ((1, 2) if header == 8 else (3,)) or _u(data, start + 2, 2) != name_size:
         return []
-    if version == 3 and data[start + 8] not in (0, 1):      # the name's character set: ASCII, UTF-8
+    if version == 3 and data[start + 8] not in (0, 1):  # the name's character set: ASCII, UTF-8
         return []
     tsize, ssize = _u(data, start + 4, 2), _u(data, start + 6, 2)
     pad = (lambda n: (n + 7) // 8 * 8) if version == 1 else (lambda n: n)
@@ -173,7 +176,7 @@ def _vlen_values(data: memoryview, start: int, name_size: int, header: int, max_
     sp = t + pad(tsize)
     values = sp + pad(ssize)
     if values > len(data) or tsize < 8 or data[t] & 0x0F != 9 or data[t + 1] & 0x0F != 1:
-        return []                                            # not a VLEN string
+        return []  # not a VLEN string
     # dataspace: v1 (version, rank, flags, 5 reserved) or v2 (version, rank, flags, type)
     sversion, rank = data[sp], data[sp + 1]
     dims = sp + (8 if sversion == 1 else 4)
@@ -198,13 +201,14 @@ def _check_local_heaps(buf: Any, data: memoryview, base: int, name: Any) -> None
     while pos != -1:
         if pos + 32 <= size and data[pos + 4] == 0:
             dsize, block, segment = _u(data, pos + 8), _u(data, pos + 16), base + _u(data, pos + 24)
-            if segment + dsize <= size:     # else libhdf5 cannot read the segment and says so
+            if segment + dsize <= size:  # else libhdf5 cannot read the segment and says so
                 seen = set()
                 while block != _FREE_NULL:
                     if block in seen or block + 16 > dsize:
                         raise ModelFileError(
                             f"{name}: corrupt HDF5 file: the free list of the local heap at byte {pos} "
-                            f"{'loops' if block in seen else 'leaves the heap'} (block at offset {block:,})")
+                            f"{'loops' if block in seen else 'leaves the heap'} (block at offset {block:,})"
+                        )
                     seen.add(block)
                     block = _u(data, segment + block)
         pos = buf.find(b"HEAP", pos + 4)

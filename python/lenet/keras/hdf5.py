@@ -23,10 +23,10 @@ from . import h5_guard
 
 LIMITS = _core.limits()
 # Bounds of the file format itself (the model's bounds are the core's LIMITS).
-MAX_ATTR_ELEMENTS = 2 * LIMITS["layers"] + 16   # an attribute's values (a list of layer or weight names)
-MAX_JSON_BYTES = 8 << 20          # an architecture JSON (file, attribute or zip member): a 1000-layer
-                                  # Keras 3 config is ~1.5 MB; parsing 8 MB costs at most ~200 MB
-MAX_NAME = 1024                   # characters of a layer or weight name
+MAX_ATTR_ELEMENTS = 2 * LIMITS["layers"] + 16  # an attribute's values (a list of layer or weight names)
+MAX_JSON_BYTES = 8 << 20  # an architecture JSON (file, attribute or zip member): a 1000-layer
+# Keras 3 config is ~1.5 MB; parsing 8 MB costs at most ~200 MB
+MAX_NAME = 1024  # characters of a layer or weight name
 
 # HDF5 datatypes whose attribute values the loader reads (strings; numbers, and
 # Keras' empty float64 array for an empty list).
@@ -93,15 +93,19 @@ def attr(obj: Any, key: str, where: str) -> Any:
     except Exception as e:
         raise ModelFileError(f"{where}: cannot open attribute {key!r} ({type(e).__name__}: {e})") from e
     if not isinstance(tid, _ATTR_TYPES):
-        raise ModelFileError(f"{where}: attribute {key!r} has an HDF5 datatype lenet does not read "
-                             f"({type(tid).__name__.replace('Type', '').replace('ID', '')}); "
-                             "a Keras file has strings and numbers there")
+        raise ModelFileError(
+            f"{where}: attribute {key!r} has an HDF5 datatype lenet does not read "
+            f"({type(tid).__name__.replace('Type', '').replace('ID', '')}); "
+            "a Keras file has strings and numbers there"
+        )
     # A corrupt dataspace can claim billions of elements: libhdf5 allocates them all
     # (4 GB from one changed integer, found by tests/fuzz_targets.py) before it
     # notices the data is not there. Keras' attributes hold at most a layer list.
     if points > MAX_ATTR_ELEMENTS or points * tid.get_size() > MAX_JSON_BYTES:
-        raise ModelFileError(f"{where}: attribute {key!r} claims {points:,} elements of {tid.get_size()} bytes "
-                             f"(limits: {MAX_ATTR_ELEMENTS:,} elements, {MAX_JSON_BYTES:,} bytes): corrupt file?")
+        raise ModelFileError(
+            f"{where}: attribute {key!r} claims {points:,} elements of {tid.get_size()} bytes "
+            f"(limits: {MAX_ATTR_ELEMENTS:,} elements, {MAX_JSON_BYTES:,} bytes): corrupt file?"
+        )
     try:
         return obj.attrs[key]
     except Exception as e:
@@ -142,7 +146,7 @@ def str_list_attr(obj: Any, key: str, where: str) -> Optional[list[str]]:
     out: list[str] = []
     for chunk in chunks:
         arr = np.asarray(chunk)
-        if arr.size == 0:          # Keras writes [] as an empty float64 array
+        if arr.size == 0:  # Keras writes [] as an empty float64 array
             continue
         if arr.dtype.kind not in "SUO":
             raise ModelFileError(f"{where}: attribute {key!r} is not a list of strings ({arr.dtype})")
@@ -162,8 +166,9 @@ def get(group: h5py.Group, key: str, where: str) -> Any:
         for i in range(1, len(parts) + 1):
             sub = "/".join(parts[:i])
             if isinstance(group.get(sub, getlink=True), h5py.ExternalLink):
-                raise ModelFileError(f"{where}: '{sub}' is an external link to another file; lenet reads only "
-                                     "the model file itself")
+                raise ModelFileError(
+                    f"{where}: '{sub}' is an external link to another file; lenet reads only the model file itself"
+                )
         return group.get(key)
     except Error:
         raise
@@ -240,9 +245,11 @@ def read_weight(ds: Any, where: str, expected: tuple, ignored: bool) -> np.ndarr
     if size != count and not (size == 1 and len(expected) <= 1):
         raise ModelFileError(f"{where}: has shape {shape} ({size:,} values), expected {tuple(expected)}")
     if outside:
-        raise ModelFileError(f"{where}: keeps its values in other files "
-                             f"({'external storage' if ds.external else 'a virtual dataset'}); lenet reads "
-                             "only the model file itself")
+        raise ModelFileError(
+            f"{where}: keeps its values in other files "
+            f"({'external storage' if ds.external else 'a virtual dataset'}); lenet reads "
+            "only the model file itself"
+        )
     if dtype.kind not in ("fiu" if ignored else "f") or dtype.itemsize not in (1, 2, 4, 8):
         raise ModelFileError(f"{where}: dtype {dtype}; float16/32/64 expected")
     try:

@@ -24,13 +24,12 @@ from ..errors import ModelFileError
 from . import hdf5
 from .config import Architecture, KerasLayer
 
-MAX_VARS = 16   # weights of one layer (SeparableConv2D has 3, BatchNormalization 4)
+MAX_VARS = 16  # weights of one layer (SeparableConv2D has 3, BatchNormalization 4)
 
 
 def is_keras3(f: h5py.File, where: str) -> bool:
     """A 'layers' group, or root groups named 'layers\\...' (the Windows layout)."""
-    return resolve(f, ("layers",), where) is not None or \
-        any(k.startswith("layers\\") for k in hdf5.keys(f, where))
+    return resolve(f, ("layers",), where) is not None or any(k.startswith("layers\\") for k in hdf5.keys(f, where))
 
 
 def resolve(group: h5py.Group, path: tuple, where: str) -> Optional[Any]:
@@ -64,8 +63,9 @@ def read_weights(root: h5py.Group, arch: Architecture, wanted: list[tuple[KerasL
         if not isinstance(vars_, h5py.Group):
             layers = resolve(root, ("layers",), where)
             present = ", ".join(hdf5.keys(layers, where)[:20]) if isinstance(layers, h5py.Group) else "none"
-            raise ModelFileError(f"{where}: no group '{path}' for layer '{leaf.name}' ({leaf.cls}) "
-                                 f"(groups under 'layers': {present})")
+            raise ModelFileError(
+                f"{where}: no group '{path}' for layer '{leaf.name}' ({leaf.cls}) (groups under 'layers': {present})"
+            )
         found = []
         while str(len(found)) in vars_ and len(found) <= MAX_VARS:
             found.append(str(len(found)))

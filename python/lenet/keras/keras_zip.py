@@ -13,7 +13,7 @@ from ..errors import ModelFileError
 from . import hdf5
 
 ZIP_MAGIC = b"PK\x03\x04"
-MAX_WEIGHTS_BYTES = 1 << 30   # model.weights.h5 inside a .keras zip
+MAX_WEIGHTS_BYTES = 1 << 30  # model.weights.h5 inside a .keras zip
 
 
 def read(src: Path, where: str) -> tuple[Any, str, io.BytesIO]:
@@ -30,8 +30,11 @@ def read(src: Path, where: str) -> tuple[Any, str, io.BytesIO]:
             if "model.weights.h5" not in names:
                 extra = " (sharded weights are not supported)" if "model.weights.json" in names else ""
                 raise ModelFileError(f"{where}: the .keras file has no model.weights.h5{extra}")
-            for member, limit in (("config.json", hdf5.MAX_JSON_BYTES), ("metadata.json", hdf5.MAX_JSON_BYTES),
-                                  ("model.weights.h5", MAX_WEIGHTS_BYTES)):
+            for member, limit in (
+                ("config.json", hdf5.MAX_JSON_BYTES),
+                ("metadata.json", hdf5.MAX_JSON_BYTES),
+                ("model.weights.h5", MAX_WEIGHTS_BYTES),
+            ):
                 if member in names and z.getinfo(member).file_size > limit:
                     raise ModelFileError(f"{where}: {member} inside the .keras file is larger than {limit} bytes")
             config = hdf5.read_json(z.read("config.json"), f"{where}: config.json")

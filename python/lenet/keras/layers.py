@@ -27,25 +27,62 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ModelFileError, UnsupportedModelError
+from .values import axes, data_format, flag, integer, number, padding, pair, scalar, side_pair, sides, single
 
 IDENTITY = "identity"
 
 # Layers that compute nothing at inference: noise, dropout, augmentation, regularization.
 IDENTITIES = (
-    "Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D", "GaussianNoise", "GaussianDropout",
-    "AlphaDropout", "ActivityRegularization", "Identity", "RandomFlip", "RandomRotation", "RandomZoom",
-    "RandomTranslation", "RandomContrast", "RandomBrightness", "RandomGrayscale", "RandomHue", "RandomSaturation",
-    "RandomSharpness", "RandomShear", "RandomPosterization", "RandomInvert", "RandomColorJitter",
-    "RandomColorDegeneration", "RandomErasing", "RandomGaussianBlur", "RandomPerspective", "RandomElasticTransform",
-    "Solarization", "Equalization", "AugMix", "RandAugment", "MixUp", "CutMix",
+    "Dropout",
+    "SpatialDropout1D",
+    "SpatialDropout2D",
+    "SpatialDropout3D",
+    "GaussianNoise",
+    "GaussianDropout",
+    "AlphaDropout",
+    "ActivityRegularization",
+    "Identity",
+    "RandomFlip",
+    "RandomRotation",
+    "RandomZoom",
+    "RandomTranslation",
+    "RandomContrast",
+    "RandomBrightness",
+    "RandomGrayscale",
+    "RandomHue",
+    "RandomSaturation",
+    "RandomSharpness",
+    "RandomShear",
+    "RandomPosterization",
+    "RandomInvert",
+    "RandomColorJitter",
+    "RandomColorDegeneration",
+    "RandomErasing",
+    "RandomGaussianBlur",
+    "RandomPerspective",
+    "RandomElasticTransform",
+    "Solarization",
+    "Equalization",
+    "AugMix",
+    "RandAugment",
+    "MixUp",
+    "CutMix",
 )
 # Other names Keras has written for the same classes.
 ALIASES = {
-    "MaxPool2D": "MaxPooling2D", "AvgPool2D": "AveragePooling2D", "Convolution2D": "Conv2D",
-    "GlobalAvgPool2D": "GlobalAveragePooling2D", "GlobalMaxPool2D": "GlobalMaxPooling2D",
-    "SeparableConvolution2D": "SeparableConv2D", "AtrousConvolution2D": "Conv2D", "AtrousConv2D": "Conv2D",
-    "Convolution1D": "Conv1D", "MaxPool1D": "MaxPooling1D", "AvgPool1D": "AveragePooling1D",
-    "GlobalAvgPool1D": "GlobalAveragePooling1D", "GlobalMaxPool1D": "GlobalMaxPooling1D",
+    "MaxPool2D": "MaxPooling2D",
+    "AvgPool2D": "AveragePooling2D",
+    "Convolution2D": "Conv2D",
+    "GlobalAvgPool2D": "GlobalAveragePooling2D",
+    "GlobalMaxPool2D": "GlobalMaxPooling2D",
+    "SeparableConvolution2D": "SeparableConv2D",
+    "AtrousConvolution2D": "Conv2D",
+    "AtrousConv2D": "Conv2D",
+    "Convolution1D": "Conv1D",
+    "MaxPool1D": "MaxPooling1D",
+    "AvgPool1D": "AveragePooling1D",
+    "GlobalAvgPool1D": "GlobalAveragePooling1D",
+    "GlobalMaxPool1D": "GlobalMaxPooling1D",
 }
 # Never run: they hold Python code (Lambda) or need machinery the engine does not have.
 CODE_LAYERS = ("Lambda", "TFOpLambda", "SlicingOpLambda", "TorchModuleWrapper", "JaxLayer", "FlaxLayer", "TFSMLayer")
@@ -54,104 +91,30 @@ CODE_LAYERS = ("Lambda", "TFOpLambda", "SlicingOpLambda", "TorchModuleWrapper", 
 @dataclass(frozen=True)
 class Writer:
     """What wrote the model: Keras' major version (1, 2 or 3)."""
+
     major: int = 3
-
-
-# --------------------------------------------------------------------- values
-
-def integer(v: Any, what: str, where: str) -> int:
-    """An integer that a C++ int holds; the core checks the real range."""
-    if (isinstance(v, bool) or not isinstance(v, (int, float))
-            or (isinstance(v, float) and not (math.isfinite(v) and v.is_integer()))):
-        raise ModelFileError(f"{where}: {what} must be an integer, found {v!r}")
-    v = int(v)
-    if not -(1 << 31) < v < (1 << 31):
-        raise ModelFileError(f"{where}: {what} = {v} is out of range")
-    return v
-
-
-def pair(v: Any, what: str, where: str) -> tuple[int, int]:
-    if isinstance(v, (list, tuple)):
-        if len(v) != 2:
-            raise ModelFileError(f"{where}: {what} {v!r} must have 2 values (height, width)")
-        return integer(v[0], what, where), integer(v[1], what, where)
-    n = integer(v, what, where)
-    return n, n
-
-
-def number(v: Any, what: str, where: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ModelFileError(f"{where}: {what} must be a number, found {v!r}")
-    x = float(v)
-    if not math.isfinite(x):
-        raise ModelFileError(f"{where}: {what} {x} is not finite")
-    return x
-
-
-def flag(v: Any, what: str, where: str) -> bool:
-    if not isinstance(v, bool):
-        raise ModelFileError(f"{where}: {what} must be true or false, found {v!r}")
-    return v
-
-
-def scalar(v: Any, what: str, where: str) -> float:
-    """A number, or a (nested) list of equal numbers."""
-    if isinstance(v, (list, tuple)):
-        flat = np.asarray(v, dtype=object).reshape(-1).tolist() if v else []
-        if not flat or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in flat):
-            raise UnsupportedModelError(f"{where}: {what} {v!r} is not supported (a number is)")
-        if any(x != flat[0] for x in flat):
-            raise UnsupportedModelError(f"{where}: a per-channel {what} {v!r} is not supported")
-        v = flat[0]
-    return number(v, what, where)
-
-
-def axes(v: Any, what: str, where: str) -> list[int]:
-    """A Keras axis or list of axes (None: none)."""
-    if v is None:
-        return []
-    if isinstance(v, (list, tuple)):
-        return [integer(a, what, where) for a in v]
-    return [integer(v, what, where)]
-
-
-def padding(cfg: dict, where: str) -> bool:
-    """padding 'same' (True) or 'valid' (False)."""
-    p = cfg.get("padding", "valid")
-    if not isinstance(p, str):
-        raise ModelFileError(f"{where}: padding must be a string, found {p!r}")
-    if p.lower() not in ("valid", "same"):
-        raise UnsupportedModelError(f"{where}: padding {p!r} is not supported (only 'valid' and 'same')")
-    return p.lower() == "same"
-
-
-def data_format(cfg: dict, where: str) -> str:
-    df = cfg.get("data_format")
-    if df is None:
-        return ""
-    if df not in ("channels_last", "channels_first"):
-        raise ModelFileError(f"{where}: unknown data_format {df!r}")
-    return df
-
-
-def sides(v: Any, what: str, where: str) -> tuple[int, int, int, int]:
-    """ZeroPadding2D / Cropping2D amounts: n, (h, w) or ((top, bottom), (left, right))."""
-    if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(q, (list, tuple)) for q in v):
-        (t, b), (le, r) = pair(v[0], what, where), pair(v[1], what, where)
-        return t, b, le, r
-    h, w = pair(v, what, where)
-    return h, h, w, w
 
 
 # ---------------------------------------------------------------- activations
 
 # Keras activation names -> (core activation, its parameters).
 _ACTIVATIONS: dict[str, tuple[str, dict]] = {
-    "linear": ("linear", {}), "relu": ("relu", {}), "relu6": ("relu", {"max_value": 6.0}),
-    "elu": ("elu", {"alpha": 1.0}), "selu": ("selu", {}), "gelu": ("gelu", {}), "tanh": ("tanh", {}),
-    "sigmoid": ("sigmoid", {}), "swish": ("swish", {}), "silu": ("swish", {}), "softplus": ("softplus", {}),
-    "softsign": ("softsign", {}), "exponential": ("exponential", {}), "mish": ("mish", {}),
-    "softmax": ("softmax", {}), "leaky_relu": ("relu", {"alpha": 0.2}),
+    "linear": ("linear", {}),
+    "relu": ("relu", {}),
+    "relu6": ("relu", {"max_value": 6.0}),
+    "elu": ("elu", {"alpha": 1.0}),
+    "selu": ("selu", {}),
+    "gelu": ("gelu", {}),
+    "tanh": ("tanh", {}),
+    "sigmoid": ("sigmoid", {}),
+    "swish": ("swish", {}),
+    "silu": ("swish", {}),
+    "softplus": ("softplus", {}),
+    "softsign": ("softsign", {}),
+    "exponential": ("exponential", {}),
+    "mish": ("mish", {}),
+    "softmax": ("softmax", {}),
+    "leaky_relu": ("relu", {"alpha": 0.2}),
 }
 
 
@@ -180,38 +143,53 @@ def activation(v: Any, where: str, writer: Writer) -> dict:
     if name not in _ACTIVATIONS:
         raise UnsupportedModelError(
             f"{where}: activation {name!r} is not supported (supported: "
-            f"{', '.join(sorted(list(_ACTIVATIONS) + ['hard_sigmoid', 'hard_silu']))})")
+            f"{', '.join(sorted(list(_ACTIVATIONS) + ['hard_sigmoid', 'hard_silu']))})"
+        )
     core, params = _ACTIVATIONS[name]
     return {"activation": core, **params}
 
 
 # ----------------------------------------------------------------- converters
 
+
 def _conv(c: dict, w: str, writer: Writer) -> dict:
     if c.get("lora_rank"):
         raise UnsupportedModelError(f"{w}: LoRA weights (lora_rank={c['lora_rank']}) are not supported")
-    return {"kernel": pair(c.get("kernel_size"), "kernel_size", w),
-            "strides": pair(c.get("strides", 1), "strides", w),
-            "dilation": pair(c.get("dilation_rate", 1), "dilation_rate", w),
-            "same_padding": padding(c, w),
-            "use_bias": flag(c.get("use_bias", True), "use_bias", w),
-            "data_format": data_format(c, w),
-            **activation(c.get("activation"), w, writer)}
+    return {
+        "kernel": pair(c.get("kernel_size"), "kernel_size", w),
+        "strides": pair(c.get("strides", 1), "strides", w),
+        "dilation": pair(c.get("dilation_rate", 1), "dilation_rate", w),
+        "same_padding": padding(c, w),
+        "use_bias": flag(c.get("use_bias", True), "use_bias", w),
+        "data_format": data_format(c, w),
+        **activation(c.get("activation"), w, writer),
+    }
 
 
 def conv2d(c: dict, w: str, writer: Writer) -> dict:
-    return {"kind": "conv2d", "filters": integer(c.get("filters"), "filters", w),
-            "groups": integer(c.get("groups", 1), "groups", w), **_conv(c, w, writer)}
+    return {
+        "kind": "conv2d",
+        "filters": integer(c.get("filters"), "filters", w),
+        "groups": integer(c.get("groups", 1), "groups", w),
+        **_conv(c, w, writer),
+    }
 
 
 def depthwise_conv2d(c: dict, w: str, writer: Writer) -> dict:
-    return {"kind": "depthwise_conv2d", "depth_multiplier": integer(c.get("depth_multiplier", 1), "depth_multiplier", w),
-            **_conv(c, w, writer)}
+    return {
+        "kind": "depthwise_conv2d",
+        "depth_multiplier": integer(c.get("depth_multiplier", 1), "depth_multiplier", w),
+        **_conv(c, w, writer),
+    }
 
 
 def separable_conv2d(c: dict, w: str, writer: Writer) -> dict:
-    return {"kind": "separable_conv2d", "filters": integer(c.get("filters"), "filters", w),
-            "depth_multiplier": integer(c.get("depth_multiplier", 1), "depth_multiplier", w), **_conv(c, w, writer)}
+    return {
+        "kind": "separable_conv2d",
+        "filters": integer(c.get("filters"), "filters", w),
+        "depth_multiplier": integer(c.get("depth_multiplier", 1), "depth_multiplier", w),
+        **_conv(c, w, writer),
+    }
 
 
 def dense(c: dict, w: str, writer: Writer) -> dict:
@@ -219,23 +197,37 @@ def dense(c: dict, w: str, writer: Writer) -> dict:
         raise UnsupportedModelError(f"{w}: LoRA weights (lora_rank={c['lora_rank']}) are not supported")
     if c.get("quantization_config"):
         raise UnsupportedModelError(f"{w}: quantized weights are not supported")
-    return {"kind": "dense", "units": integer(c.get("units"), "units", w),
-            "use_bias": flag(c.get("use_bias", True), "use_bias", w), **activation(c.get("activation"), w, writer)}
+    return {
+        "kind": "dense",
+        "units": integer(c.get("units"), "units", w),
+        "use_bias": flag(c.get("use_bias", True), "use_bias", w),
+        **activation(c.get("activation"), w, writer),
+    }
 
 
 def pool(kind: str) -> Callable[[dict, str, Writer], dict]:
     def convert(c: dict, w: str, writer: Writer) -> dict:
         size = pair(c.get("pool_size", 2), "pool_size", w)
         strides = c.get("strides")
-        return {"kind": kind, "kernel": size, "strides": size if strides is None else pair(strides, "strides", w),
-                "same_padding": padding(c, w), "data_format": data_format(c, w)}
+        return {
+            "kind": kind,
+            "kernel": size,
+            "strides": size if strides is None else pair(strides, "strides", w),
+            "same_padding": padding(c, w),
+            "data_format": data_format(c, w),
+        }
+
     return convert
 
 
 def global_pool(kind: str) -> Callable[[dict, str, Writer], dict]:
     def convert(c: dict, w: str, writer: Writer) -> dict:
-        return {"kind": kind, "keepdims": flag(c.get("keepdims", False), "keepdims", w),
-                "data_format": data_format(c, w)}
+        return {
+            "kind": kind,
+            "keepdims": flag(c.get("keepdims", False), "keepdims", w),
+            "data_format": data_format(c, w),
+        }
+
     return convert
 
 
@@ -257,16 +249,23 @@ def _interpolation(c: dict, w: str) -> str:
 def resizing(c: dict, w: str, writer: Writer) -> dict:
     if c.get("pad_to_aspect_ratio"):
         raise UnsupportedModelError(f"{w}: pad_to_aspect_ratio=True is not supported")
-    return {"kind": "resizing", "size": (integer(c.get("height"), "height", w), integer(c.get("width"), "width", w)),
-            "interpolation": _interpolation(c, w),
-            "crop_to_aspect_ratio": flag(c.get("crop_to_aspect_ratio", False), "crop_to_aspect_ratio", w),
-            "antialias": flag(c.get("antialias", False), "antialias", w), "data_format": data_format(c, w)}
+    return {
+        "kind": "resizing",
+        "size": (integer(c.get("height"), "height", w), integer(c.get("width"), "width", w)),
+        "interpolation": _interpolation(c, w),
+        "crop_to_aspect_ratio": flag(c.get("crop_to_aspect_ratio", False), "crop_to_aspect_ratio", w),
+        "antialias": flag(c.get("antialias", False), "antialias", w),
+        "data_format": data_format(c, w),
+    }
 
 
 def upsampling2d(c: dict, w: str, writer: Writer) -> dict:
-    return {"kind": "upsampling2d", "size": pair(c.get("size", 2), "size", w),
-            "interpolation": _interpolation({"interpolation": c.get("interpolation", "nearest")}, w),
-            "data_format": data_format(c, w)}
+    return {
+        "kind": "upsampling2d",
+        "size": pair(c.get("size", 2), "size", w),
+        "interpolation": _interpolation({"interpolation": c.get("interpolation", "nearest")}, w),
+        "data_format": data_format(c, w),
+    }
 
 
 def flatten(c: dict, w: str, writer: Writer) -> dict:
@@ -290,10 +289,13 @@ def activation_layer(c: dict, w: str, writer: Writer) -> dict:
 
 def relu(c: dict, w: str, writer: Writer) -> dict:
     mv = c.get("max_value")
-    return {"kind": "activation", "activation": "relu",
-            "alpha": number(c.get("negative_slope") or 0.0, "negative_slope", w),
-            "max_value": math.inf if mv is None else number(mv, "max_value", w),
-            "threshold": number(c.get("threshold") or 0.0, "threshold", w)}
+    return {
+        "kind": "activation",
+        "activation": "relu",
+        "alpha": number(c.get("negative_slope") or 0.0, "negative_slope", w),
+        "max_value": math.inf if mv is None else number(mv, "max_value", w),
+        "threshold": number(c.get("threshold") or 0.0, "threshold", w),
+    }
 
 
 def leaky_relu(c: dict, w: str, writer: Writer) -> dict:
@@ -321,24 +323,37 @@ def batch_norm(c: dict, w: str, writer: Writer) -> dict:
     if c.get("renorm"):
         raise UnsupportedModelError(f"{w}: batch renormalization (renorm=True) is not supported")
     if c.get("mode", 0) != 0:
-        raise UnsupportedModelError(f"{w}: BatchNormalization mode={c.get('mode')} (Keras 1) is not supported "
-                                    "(only mode 0, which normalizes with the moving statistics at inference)")
-    return {"kind": "batch_norm", "axes": axes(c.get("axis", -1), "axis", w),
-            "epsilon": number(c.get("epsilon", 1e-3), "epsilon", w),
-            "bn_center": flag(c.get("center", True), "center", w), "bn_scale": flag(c.get("scale", True), "scale", w)}
+        raise UnsupportedModelError(
+            f"{w}: BatchNormalization mode={c.get('mode')} (Keras 1) is not supported "
+            "(only mode 0, which normalizes with the moving statistics at inference)"
+        )
+    return {
+        "kind": "batch_norm",
+        "axes": axes(c.get("axis", -1), "axis", w),
+        "epsilon": number(c.get("epsilon", 1e-3), "epsilon", w),
+        "bn_center": flag(c.get("center", True), "center", w),
+        "bn_scale": flag(c.get("scale", True), "scale", w),
+    }
 
 
 def layer_norm(c: dict, w: str, writer: Writer) -> dict:
     if c.get("rms_scaling"):
         raise UnsupportedModelError(f"{w}: LayerNormalization(rms_scaling=True) is not supported")
-    return {"kind": "layer_norm", "axes": axes(c.get("axis", -1), "axis", w),
-            "epsilon": number(c.get("epsilon", 1e-3), "epsilon", w),
-            "bn_center": flag(c.get("center", True), "center", w), "bn_scale": flag(c.get("scale", True), "scale", w)}
+    return {
+        "kind": "layer_norm",
+        "axes": axes(c.get("axis", -1), "axis", w),
+        "epsilon": number(c.get("epsilon", 1e-3), "epsilon", w),
+        "bn_center": flag(c.get("center", True), "center", w),
+        "bn_scale": flag(c.get("scale", True), "scale", w),
+    }
 
 
 def rescaling(c: dict, w: str, writer: Writer) -> dict:
-    return {"kind": "rescaling", "scale": scalar(c.get("scale", 1.0), "scale", w),
-            "offset": scalar(c.get("offset", 0.0), "offset", w)}
+    return {
+        "kind": "rescaling",
+        "scale": scalar(c.get("scale", 1.0), "scale", w),
+        "offset": scalar(c.get("offset", 0.0), "offset", w),
+    }
 
 
 def normalization(c: dict, w: str, writer: Writer) -> dict:
@@ -358,14 +373,6 @@ def normalization(c: dict, w: str, writer: Writer) -> dict:
 
 # 1-D layers on (steps, channels): records of height 1 (kernel (1, k), pad (0, 0, l, r)).
 
-def single(v: Any, what: str, where: str) -> int:
-    """An int, or a list of one (Keras writes 1-D sizes as [k])."""
-    if isinstance(v, (list, tuple)):
-        if len(v) != 1:
-            raise ModelFileError(f"{where}: {what} {v!r} must have 1 value")
-        v = v[0]
-    return integer(v, what, where)
-
 
 def _one_d(c: dict, w: str) -> None:
     if c.get("data_format") == "channels_first":
@@ -378,13 +385,17 @@ def conv1d(c: dict, w: str, writer: Writer) -> dict:
     _one_d(c, w)
     if c.get("lora_rank"):
         raise UnsupportedModelError(f"{w}: LoRA weights (lora_rank={c['lora_rank']}) are not supported")
-    return {"kind": "conv1d", "filters": integer(c.get("filters"), "filters", w),
-            "groups": integer(c.get("groups", 1), "groups", w),
-            "kernel": (1, single(c.get("kernel_size"), "kernel_size", w)),
-            "strides": (1, single(c.get("strides", 1), "strides", w)),
-            "dilation": (1, single(c.get("dilation_rate", 1), "dilation_rate", w)),
-            "same_padding": padding(c, w), "use_bias": flag(c.get("use_bias", True), "use_bias", w),
-            **activation(c.get("activation"), w, writer)}
+    return {
+        "kind": "conv1d",
+        "filters": integer(c.get("filters"), "filters", w),
+        "groups": integer(c.get("groups", 1), "groups", w),
+        "kernel": (1, single(c.get("kernel_size"), "kernel_size", w)),
+        "strides": (1, single(c.get("strides", 1), "strides", w)),
+        "dilation": (1, single(c.get("dilation_rate", 1), "dilation_rate", w)),
+        "same_padding": padding(c, w),
+        "use_bias": flag(c.get("use_bias", True), "use_bias", w),
+        **activation(c.get("activation"), w, writer),
+    }
 
 
 def pool1d(kind: str) -> Callable[[dict, str, Writer], dict]:
@@ -392,9 +403,13 @@ def pool1d(kind: str) -> Callable[[dict, str, Writer], dict]:
         _one_d(c, w)
         size = single(c.get("pool_size", 2), "pool_size", w)
         strides = c.get("strides")
-        return {"kind": kind, "kernel": (1, size),
-                "strides": (1, size if strides is None else single(strides, "strides", w)),
-                "same_padding": padding(c, w)}
+        return {
+            "kind": kind,
+            "kernel": (1, size),
+            "strides": (1, size if strides is None else single(strides, "strides", w)),
+            "same_padding": padding(c, w),
+        }
+
     return convert
 
 
@@ -402,15 +417,8 @@ def global_pool1d(kind: str) -> Callable[[dict, str, Writer], dict]:
     def convert(c: dict, w: str, writer: Writer) -> dict:
         _one_d(c, w)
         return {"kind": kind, "keepdims": flag(c.get("keepdims", False), "keepdims", w)}
+
     return convert
-
-
-def side_pair(v: Any, what: str, where: str) -> tuple[int, int]:
-    """ZeroPadding1D / Cropping1D amounts: n or (left, right)."""
-    if isinstance(v, (list, tuple)):
-        return pair(v, what, where)
-    n = integer(v, what, where)
-    return n, n
 
 
 def zero_pad1d(c: dict, w: str, writer: Writer) -> dict:
@@ -430,6 +438,7 @@ def upsampling1d(c: dict, w: str, writer: Writer) -> dict:
 def merge(kind: str) -> Callable[[dict, str, Writer], dict]:
     def convert(c: dict, w: str, writer: Writer) -> dict:
         return {"kind": kind}
+
     return convert
 
 
@@ -438,21 +447,47 @@ def concatenate(c: dict, w: str, writer: Writer) -> dict:
 
 
 CONVERTERS: dict[str, Callable[[dict, str, Writer], dict]] = {
-    "Conv2D": conv2d, "DepthwiseConv2D": depthwise_conv2d, "SeparableConv2D": separable_conv2d, "Dense": dense,
-    "MaxPooling2D": pool("max_pool2d"), "AveragePooling2D": pool("avg_pool2d"),
-    "GlobalMaxPooling2D": global_pool("global_max_pool2d"), "GlobalAveragePooling2D": global_pool("global_avg_pool2d"),
-    "ZeroPadding2D": zero_pad2d, "Cropping2D": crop2d, "Resizing": resizing, "UpSampling2D": upsampling2d,
-    "Flatten": flatten, "Reshape": reshape, "Permute": permute,
-    "Activation": activation_layer, "ReLU": relu, "LeakyReLU": leaky_relu, "ELU": elu,
-    "ThresholdedReLU": thresholded_relu, "Softmax": softmax, "PReLU": prelu,
-    "BatchNormalization": batch_norm, "LayerNormalization": layer_norm, "Rescaling": rescaling,
+    "Conv2D": conv2d,
+    "DepthwiseConv2D": depthwise_conv2d,
+    "SeparableConv2D": separable_conv2d,
+    "Dense": dense,
+    "MaxPooling2D": pool("max_pool2d"),
+    "AveragePooling2D": pool("avg_pool2d"),
+    "GlobalMaxPooling2D": global_pool("global_max_pool2d"),
+    "GlobalAveragePooling2D": global_pool("global_avg_pool2d"),
+    "ZeroPadding2D": zero_pad2d,
+    "Cropping2D": crop2d,
+    "Resizing": resizing,
+    "UpSampling2D": upsampling2d,
+    "Flatten": flatten,
+    "Reshape": reshape,
+    "Permute": permute,
+    "Activation": activation_layer,
+    "ReLU": relu,
+    "LeakyReLU": leaky_relu,
+    "ELU": elu,
+    "ThresholdedReLU": thresholded_relu,
+    "Softmax": softmax,
+    "PReLU": prelu,
+    "BatchNormalization": batch_norm,
+    "LayerNormalization": layer_norm,
+    "Rescaling": rescaling,
     "Normalization": normalization,
-    "Add": merge("add"), "Subtract": merge("subtract"), "Multiply": merge("multiply"), "Average": merge("average"),
-    "Maximum": merge("maximum"), "Minimum": merge("minimum"), "Concatenate": concatenate,
-    "Conv1D": conv1d, "MaxPooling1D": pool1d("max_pool1d"), "AveragePooling1D": pool1d("avg_pool1d"),
+    "Add": merge("add"),
+    "Subtract": merge("subtract"),
+    "Multiply": merge("multiply"),
+    "Average": merge("average"),
+    "Maximum": merge("maximum"),
+    "Minimum": merge("minimum"),
+    "Concatenate": concatenate,
+    "Conv1D": conv1d,
+    "MaxPooling1D": pool1d("max_pool1d"),
+    "AveragePooling1D": pool1d("avg_pool1d"),
     "GlobalMaxPooling1D": global_pool1d("global_max_pool1d"),
-    "GlobalAveragePooling1D": global_pool1d("global_avg_pool1d"), "ZeroPadding1D": zero_pad1d,
-    "Cropping1D": crop1d, "UpSampling1D": upsampling1d,
+    "GlobalAveragePooling1D": global_pool1d("global_avg_pool1d"),
+    "ZeroPadding1D": zero_pad1d,
+    "Cropping1D": crop1d,
+    "UpSampling1D": upsampling1d,
 }
 
 
@@ -462,15 +497,20 @@ def convert(cls: str, config: dict, where: str, writer: Writer) -> Any:
     if cls in IDENTITIES:
         return IDENTITY
     if cls == "Merge":
-        raise UnsupportedModelError(f"{where}: Keras 1's Merge layer joins several inputs (or models); only models "
-                                    "with one input are supported")
+        raise UnsupportedModelError(
+            f"{where}: Keras 1's Merge layer joins several inputs (or models); only models with one input are supported"
+        )
     if cls in CODE_LAYERS:
-        raise UnsupportedModelError(f"{where}: a {cls} layer holds Python code (or a foreign model), which lenet "
-                                    "never runs; rebuild the model from standard Keras layers")
+        raise UnsupportedModelError(
+            f"{where}: a {cls} layer holds Python code (or a foreign model), which lenet "
+            "never runs; rebuild the model from standard Keras layers"
+        )
     converter = CONVERTERS.get(cls)
     if converter is None:
-        raise UnsupportedModelError(f"{where}: layer class {cls!r} is not supported (the layers lenet runs: "
-                                    "lenet.keras.layers.CONVERTERS and IDENTITIES, listed in docs/model-files.md)")
+        raise UnsupportedModelError(
+            f"{where}: layer class {cls!r} is not supported (the layers lenet runs: "
+            "lenet.keras.layers.CONVERTERS and IDENTITIES, listed in docs/model-files.md)"
+        )
     fields = converter(config, where, writer)
     if fields.get("kind") == "activation" and fields.get("activation") == "linear":
         return IDENTITY
@@ -478,6 +518,7 @@ def convert(cls: str, config: dict, where: str, writer: Writer) -> Any:
 
 
 # ---------------------------------------------------------------- Keras 1
+
 
 def keras1_config(cls: str, c: dict) -> tuple[str, dict]:
     """A Keras 1 layer config in Keras 2 terms (Keras 2's own legacy interfaces did
@@ -509,9 +550,9 @@ def keras1_config(cls: str, c: dict) -> tuple[str, dict]:
     if cls in ("ZeroPadding2D", "Cropping2D"):
         key = "padding" if cls == "ZeroPadding2D" else "cropping"
         v = c.get(key)
-        if isinstance(v, dict):        # {"top_pad": 1, "bottom_pad": 1, "left_pad": 2, "right_pad": 2}
+        if isinstance(v, dict):  # {"top_pad": 1, "bottom_pad": 1, "left_pad": 2, "right_pad": 2}
             c[key] = [[v.get("top_pad", 0), v.get("bottom_pad", 0)], [v.get("left_pad", 0), v.get("right_pad", 0)]]
-        elif isinstance(v, (list, tuple)) and len(v) == 4:   # [top, bottom, left, right]
+        elif isinstance(v, (list, tuple)) and len(v) == 4:  # [top, bottom, left, right]
             c[key] = [[v[0], v[1]], [v[2], v[3]]]
     if cls == "LeakyReLU" and "alpha" in c:
         c["negative_slope"] = c.pop("alpha")

@@ -25,8 +25,7 @@ from . import hdf5
 from .config import Architecture, KerasLayer
 
 # Weights Keras creates non-trainable, by record kind.
-_NON_TRAINABLE = {"batch_norm": ("moving_mean", "moving_variance"),
-                  "normalization": ("mean", "variance", "count")}
+_NON_TRAINABLE = {"batch_norm": ("moving_mean", "moving_variance"), "normalization": ("mean", "variance", "count")}
 
 
 def is_legacy(f: h5py.File, where: str) -> str:
@@ -67,8 +66,9 @@ def _ordered_slots(leaves: list[tuple[KerasLayer, list]], records: list) -> list
     return trainable + frozen
 
 
-def read_weights(group: h5py.Group, arch: Architecture, wanted: list[tuple[KerasLayer, list]], where: str,
-                 transform: Any = None) -> None:
+def read_weights(
+    group: h5py.Group, arch: Architecture, wanted: list[tuple[KerasLayer, list]], where: str, transform: Any = None
+) -> None:
     """Sets the weights of the ``wanted`` layers (leaf, its slots) from a legacy weights
     group. ``transform(leaf, slot name, array)`` may convert an old layout first."""
     gw = where + ("" if group.name == "/" else f": group '{group.name}'")
@@ -86,19 +86,22 @@ def read_weights(group: h5py.Group, arch: Architecture, wanted: list[tuple[Keras
     owners: dict[int, list] = {}
     for leaf, slots in wanted:
         owners.setdefault(leaf.legacy_owner, []).append((leaf, slots))
-    ordered = sorted(owners)   # top-level layers with weights, in the model's layer order
+    ordered = sorted(owners)  # top-level layers with weights, in the model's layer order
     if len(ordered) != len(in_file):
         raise ModelFileError(
             f"{arch.source}: the architecture has {len(ordered)} layers with weights "
             f"({', '.join(arch.top_level[i] for i in ordered) or 'none'}) but the file has {len(in_file)} "
-            f"({', '.join(n for n, _, _ in in_file) or 'none'})")
+            f"({', '.join(n for n, _, _ in in_file) or 'none'})"
+        )
     for owner, (gname, g, wn) in zip(ordered, in_file):
         expected = _ordered_slots(owners[owner], arch.records)
         lw = f"{arch.source}: layer '{arch.top_level[owner]}'"
         if len(wn) != len(expected):
             want = ", ".join(f"{leaf.name}/{slot[0]}" for leaf, slot in expected)
-            raise ModelFileError(f"{lw}: expected {len(expected)} weights ({want}), the file's group '{gname}' has "
-                                 f"{len(wn)} ({', '.join(wn)})")
+            raise ModelFileError(
+                f"{lw}: expected {len(expected)} weights ({want}), the file's group '{gname}' has "
+                f"{len(wn)} ({', '.join(wn)})"
+            )
         for (leaf, (slot, shape, _count_only, ignored)), wname in zip(expected, wn):
             dw = f"{gw}: layer '{gname}': weight '{wname}'"
             ds = hdf5.get(g, wname, dw)

@@ -41,7 +41,7 @@ def read_model(path: PathLike) -> ModelSpec:
     where = str(p)
     try:
         g = graph.read(p, where)
-        with np.errstate(all="ignore"):    # hostile constants may overflow; the core refuses non-finite weights
+        with np.errstate(all="ignore"):  # hostile constants may overflow; the core refuses non-finite weights
             records, input_shape = ops.convert(g)
     except Error:
         raise
@@ -49,9 +49,14 @@ def read_model(path: PathLike) -> ModelSpec:
         raise ModelFileError(f"{where}: the model nests too deeply") from e
     except Exception as e:  # onnx, numpy: wrapped, never leaked raw
         raise ModelFileError(f"{where}: cannot read the ONNX model ({type(e).__name__}: {e})") from e
-    return ModelSpec(layers=records, input_shape=input_shape, input_scale=None, name=Path(where).stem, source=where,
-                     extra={"format": "onnx", "opset": g.opset, "producer": g.producer, "output": g.output,
-                            "outputs": g.outputs})
+    return ModelSpec(
+        layers=records,
+        input_shape=input_shape,
+        input_scale=None,
+        name=Path(where).stem,
+        source=where,
+        extra={"format": "onnx", "opset": g.opset, "producer": g.producer, "output": g.output, "outputs": g.outputs},
+    )
 
 
 __all__ = ["looks_like_onnx", "read_model"]

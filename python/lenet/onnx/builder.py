@@ -3,8 +3,6 @@ holds the records made so far, the values by name and the constants (``Builder``
 
 from __future__ import annotations
 
-
-
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -17,9 +15,9 @@ from .graph import Graph, Node
 
 @dataclass(frozen=True)
 class Val:
-    record: int        # the record producing it; -1: the model input
-    shape: tuple       # per-sample shape (ONNX order: C, H, W for an image)
-    batched: bool      # whether the ONNX tensor has the batch axis in front
+    record: int  # the record producing it; -1: the model input
+    shape: tuple  # per-sample shape (ONNX order: C, H, W for an image)
+    batched: bool  # whether the ONNX tensor has the batch axis in front
 
 
 class Builder:
@@ -39,8 +37,10 @@ class Builder:
             raise ModelFileError(f"{self.g.where_node(n)}: input {i} ({what or 'a constant'}) is missing")
         name = n.inputs[i]
         if name not in self.consts:
-            raise UnsupportedModelError(f"{self.g.where_node(n)}: input '{name}' ({what or 'operand'}) must be a "
-                                        "constant (an initializer or folded from constants)")
+            raise UnsupportedModelError(
+                f"{self.g.where_node(n)}: input '{name}' ({what or 'operand'}) must be a "
+                "constant (an initializer or folded from constants)"
+            )
         return self.consts[name]
 
     def opt_const(self, n: Node, i: int) -> Optional[np.ndarray]:
@@ -63,12 +63,22 @@ class Builder:
     def need_shape(self, n: Node, v: Val, k: int = 0) -> tuple:
         s = self.out_shape(n, v, k)
         if s is None:
-            raise UnsupportedModelError(f"{self.g.where_node(n)}: the shape of '{n.outputs[k]}' is not known "
-                                        "(ONNX shape inference could not give it)")
+            raise UnsupportedModelError(
+                f"{self.g.where_node(n)}: the shape of '{n.outputs[k]}' is not known "
+                "(ONNX shape inference could not give it)"
+            )
         return s
 
-    def emit(self, n: Node, kind: str, inputs: list[Val], shape: tuple, batched: bool = True,
-             weights: Optional[dict] = None, **fields: Any) -> Val:
+    def emit(
+        self,
+        n: Node,
+        kind: str,
+        inputs: list[Val],
+        shape: tuple,
+        batched: bool = True,
+        weights: Optional[dict] = None,
+        **fields: Any,
+    ) -> Val:
         rec = _core.LayerSpec()
         rec.kind = kind
         rec.name = n.name
@@ -87,5 +97,14 @@ class Builder:
 
 def image(b: Builder, n: Node, v: Val) -> None:
     if len(v.shape) != 3 or not v.batched:
-        b.fail(n, f"needs a batch of images (N, C, H, W), got {'(N, ' if v.batched else '('}"
-                  f"{', '.join(map(str, v.shape))})")
+        b.fail(
+            n,
+            f"needs a batch of images (N, C, H, W), got {'(N, ' if v.batched else '('}{', '.join(map(str, v.shape))})",
+        )
+
+
+def zero_pad(b: Builder, n: Node, v: Val, pads: tuple) -> Val:
+    if not any(pads):
+        return v
+    shape = (v.shape[0], v.shape[1] + pads[0] + pads[1], v.shape[2] + pads[2] + pads[3])
+    return b.emit(n, "zero_pad2d", [v], shape, pad=pads, data_format="channels_first")

@@ -22,8 +22,8 @@ from .._native import _core
 from ..errors import ModelFileError, UnsupportedModelError
 
 LIMITS = _core.limits()
-MAX_FILE_BYTES = 4 * int(LIMITS["params"]) + (64 << 20)   # the parameters as float32, plus the graph
-MAX_NODES = 16 * int(LIMITS["layers"])                    # exporters write several nodes per layer
+MAX_FILE_BYTES = 4 * int(LIMITS["params"]) + (64 << 20)  # the parameters as float32, plus the graph
+MAX_NODES = 16 * int(LIMITS["layers"])  # exporters write several nodes per layer
 MIN_OPSET = 7
 # The batch axis in a folded shape (Shape of a value whose first axis is the batch).
 BATCH = -(1 << 40)
@@ -34,8 +34,7 @@ def _onnx():
         import onnx
         from onnx import numpy_helper, shape_inference
     except ImportError as e:
-        raise UnsupportedModelError(
-            'reading ONNX files needs the onnx package: pip install "lenet[onnx]"') from e
+        raise UnsupportedModelError('reading ONNX files needs the onnx package: pip install "lenet[onnx]"') from e
     return onnx, numpy_helper, shape_inference
 
 
@@ -57,12 +56,12 @@ class Graph:
     where: str
     opset: int
     input: str
-    input_shape: list          # ints; a symbolic or unknown dimension is None
+    input_shape: list  # ints; a symbolic or unknown dimension is None
     output: str
-    outputs: list[str]         # every graph output (the first is the model's)
-    nodes: list[Node]          # topological order, only those the output needs
+    outputs: list[str]  # every graph output (the first is the model's)
+    nodes: list[Node]  # topological order, only those the output needs
     consts: dict[str, np.ndarray] = field(default_factory=dict)
-    shapes: dict[str, list] = field(default_factory=dict)      # value -> dims (None: unknown)
+    shapes: dict[str, list] = field(default_factory=dict)  # value -> dims (None: unknown)
     producer: str = ""
 
     def where_node(self, n: Node) -> str:
@@ -85,36 +84,40 @@ def read(path: Path, where: str) -> Graph:
     consts = _initializers(g, numpy_helper, onnx, where)
     try:
         inferred = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True).graph
-    except Exception:   # inference is a help, not a requirement: shapes then come from the folding
+    except Exception:  # inference is a help, not a requirement: shapes then come from the folding
         inferred = g
     shapes = {}
     for vi in list(inferred.value_info) + list(inferred.input) + list(inferred.output):
         t = vi.type.tensor_type
         if t.HasField("shape"):
-            shapes[vi.name] = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
-                               for d in t.shape.dim]
+            shapes[vi.name] = [
+                d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in t.shape.dim
+            ]
     inputs = [i for i in g.input if i.name not in consts]
     if len(inputs) != 1:
         raise UnsupportedModelError(
-            f"{where}: {len(inputs)} graph inputs ({', '.join(i.name for i in inputs)}); one image input is supported")
+            f"{where}: {len(inputs)} graph inputs ({', '.join(i.name for i in inputs)}); one image input is supported"
+        )
     if not g.output:
         raise ModelFileError(f"{where}: the graph has no output")
     elem = inputs[0].type.tensor_type.elem_type
     if elem not in (onnx.TensorProto.FLOAT, onnx.TensorProto.UNDEFINED):
         raise UnsupportedModelError(
-            f"{where}: input '{inputs[0].name}' is {onnx.TensorProto.DataType.Name(elem)}; a float32 input is "
-            "supported")
+            f"{where}: input '{inputs[0].name}' is {onnx.TensorProto.DataType.Name(elem)}; a float32 input is supported"
+        )
     nodes = []
     for i, n in enumerate(g.node):
         if n.domain not in ("", "ai.onnx"):
             raise UnsupportedModelError(
                 f"{where}: node '{n.name or i}' ({n.op_type}) of domain '{n.domain}' is not supported "
-                "(the standard ONNX operators are)")
+                "(the standard ONNX operators are)"
+            )
         attrs = {}
         for a in n.attribute:
             if a.type == onnx.AttributeProto.GRAPH or a.type == onnx.AttributeProto.GRAPHS:
-                raise UnsupportedModelError(f"{where}: node '{n.name or i}' ({n.op_type}): subgraphs (control "
-                                            "flow) are not supported")
+                raise UnsupportedModelError(
+                    f"{where}: node '{n.name or i}' ({n.op_type}): subgraphs (control flow) are not supported"
+                )
             v = onnx.helper.get_attribute_value(a)
             if a.type == onnx.AttributeProto.TENSOR:
                 v = _tensor(v, numpy_helper, onnx, f"{where}: node '{n.name or i}'")
@@ -122,9 +125,18 @@ def read(path: Path, where: str) -> Graph:
                 v = v.decode("utf-8", "replace")
             attrs[a.name] = v
         nodes.append(Node(n.op_type, n.name or f"#{i} {n.op_type}", list(n.input), list(n.output), attrs))
-    graph = Graph(where, opset, inputs[0].name, shapes.get(inputs[0].name, []), g.output[0].name,
-                  [o.name for o in g.output], _needed(nodes, g.output[0].name, where), consts, shapes,
-                  f"{model.producer_name} {model.producer_version}".strip())
+    graph = Graph(
+        where,
+        opset,
+        inputs[0].name,
+        shapes.get(inputs[0].name, []),
+        g.output[0].name,
+        [o.name for o in g.output],
+        _needed(nodes, g.output[0].name, where),
+        consts,
+        shapes,
+        f"{model.producer_name} {model.producer_version}".strip(),
+    )
     return graph
 
 
@@ -144,8 +156,10 @@ def _opset(model: Any, where: str) -> int:
 def _tensor(t: Any, numpy_helper: Any, onnx: Any, where: str) -> np.ndarray:
     """An initializer or constant, bounds checked from its dims before it is converted."""
     if t.data_location == onnx.TensorProto.EXTERNAL or t.external_data:
-        raise UnsupportedModelError(f"{where}: tensor '{t.name}' keeps its data in another file (external data); "
-                                    "a self-contained .onnx file is supported")
+        raise UnsupportedModelError(
+            f"{where}: tensor '{t.name}' keeps its data in another file (external data); "
+            "a self-contained .onnx file is supported"
+        )
     dims = list(t.dims)
     if any(d < 0 for d in dims) or len(dims) > 8:
         raise ModelFileError(f"{where}: tensor '{t.name}' has dims {dims}")

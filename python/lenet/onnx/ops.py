@@ -20,14 +20,13 @@ import numpy as np
 
 from .._native import _core
 from ..errors import ModelFileError, UnsupportedModelError
-from .graph import BATCH, Graph, Node, attr, ints
-
-
-from .builder import Builder, Val, image
+from .builder import Builder, Val, image, zero_pad
+from .graph import Graph, Node, attr, ints
 from .rewrite import fold, fuse_gelu
-
+from .shapes import cast, concat, identity, pad, quantized, reshape, transpose
 
 # --------------------------------------------------------------------- windows
+
 
 def _pads(b: Builder, n: Node, v: Val, kernel: tuple, strides: tuple, dilations: tuple) -> tuple[bool, tuple]:
     """(TensorFlow 'same', (top, bottom, left, right)) of a window node."""
@@ -39,7 +38,7 @@ def _pads(b: Builder, n: Node, v: Val, kernel: tuple, strides: tuple, dilations:
         for size, k, s, d in zip(v.shape[1:], kernel, strides, dilations):
             out = -(-size // s)
             total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-            pads.append((total - total // 2, total // 2))      # SAME_LOWER: the extra pixel before
+            pads.append((total - total // 2, total // 2))  # SAME_LOWER: the extra pixel before
         return False, (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
     if auto not in ("NOTSET", "VALID"):
         b.fail(n, f"auto_pad '{auto}' is not supported")
@@ -69,13 +68,6 @@ def _tf_same(v: Val, kernel: tuple, strides: tuple) -> tuple:
     return tuple(out)
 
 
-def _zero_pad(b: Builder, n: Node, v: Val, pads: tuple) -> Val:
-    if not any(pads):
-        return v
-    shape = (v.shape[0], v.shape[1] + pads[0] + pads[1], v.shape[2] + pads[2] + pads[3])
-    return b.emit(n, "zero_pad2d", [v], shape, pad=pads, data_format="channels_first")
-
-
 def conv(b: Builder, n: Node) -> None:
     v = b.val(n)
     image(b, n, v)
@@ -84,14 +76,25 @@ def conv(b: Builder, n: Node) -> None:
         b.fail(n, f"weights of rank {w.ndim}: only 2-D convolutions are supported")
     kernel, strides, dilations, same, pads = _window(b, n, v, w.shape[2:])
     bias = b.opt_const(n, 2)
-    weights = {"kernel": w.transpose(2, 3, 1, 0)}     # OIHW -> HWIO
+    weights = {"kernel": w.transpose(2, 3, 1, 0)}  # OIHW -> HWIO
     if bias is not None:
         weights["bias"] = bias.reshape(-1)
-    x = _zero_pad(b, n, v, pads)
-    b.vals[n.outputs[0]] = b.emit(n, "conv2d", [x], b.need_shape(n, v), weights=weights, kernel=kernel,
-                                  strides=strides, dilation=dilations, same_padding=same, filters=int(w.shape[0]),
-                                  groups=int(attr(n, "group", 1)), use_bias=bias is not None,
-                                  data_format="channels_first")
+    x = zero_pad(b, n, v, pads)
+    b.vals[n.outputs[0]] = b.emit(
+        n,
+        "conv2d",
+        [x],
+        b.need_shape(n, v),
+        weights=weights,
+        kernel=kernel,
+        strides=strides,
+        dilation=dilations,
+        same_padding=same,
+        filters=int(w.shape[0]),
+        groups=int(attr(n, "group", 1)),
+        use_bias=bias is not None,
+        data_format="channels_first",
+    )
 
 
 def pool(b: Builder, n: Node) -> None:
@@ -103,23 +106,35 @@ def pool(b: Builder, n: Node) -> None:
     avg = n.op == "AveragePool"
     shape = b.need_shape(n, v)
     if int(attr(n, "ceil_mode", 0)):
-        floor = tuple((s + p0 + p1 - k) // st + 1 for s, k, st, p0, p1 in
-                      zip(v.shape[1:], kernel, strides, pads[::2], pads[1::2]))
+        floor = tuple(
+            (s + p0 + p1 - k) // st + 1 for s, k, st, p0, p1 in zip(v.shape[1:], kernel, strides, pads[::2], pads[1::2])
+        )
         if floor != tuple(shape[1:]):
             b.fail(n, "ceil_mode=1 with a partial window at the end is not supported")
     include = avg and int(attr(n, "count_include_pad", 0))
     if any(pads):
-        if include:            # the padding's zeros are averaged in: a zero padding, then a valid pool
-            v, pads = _zero_pad(b, n, v, pads), (0, 0, 0, 0)
+        if include:  # the padding's zeros are averaged in: a zero padding, then a valid pool
+            v, pads = zero_pad(b, n, v, pads), (0, 0, 0, 0)
         elif pads == _tf_same(v, kernel, strides):
-            same = True        # TensorFlow's 'same': padded cells ignored, as ONNX ignores them here
+            same = True  # TensorFlow's 'same': padded cells ignored, as ONNX ignores them here
         else:
-            b.fail(n, f"pads {list(attr(n, 'pads'))} other than TensorFlow's 'same' are not supported for "
-                      f"{'max' if not avg else 'average'} pooling")
+            b.fail(
+                n,
+                f"pads {list(attr(n, 'pads'))} other than TensorFlow's 'same' are not supported for "
+                f"{'max' if not avg else 'average'} pooling",
+            )
     elif same and include:
         b.fail(n, "auto_pad SAME with count_include_pad=1 is not supported")
-    b.vals[n.outputs[0]] = b.emit(n, "avg_pool2d" if avg else "max_pool2d", [v], shape, kernel=kernel,
-                                  strides=strides, same_padding=same, data_format="channels_first")
+    b.vals[n.outputs[0]] = b.emit(
+        n,
+        "avg_pool2d" if avg else "max_pool2d",
+        [v],
+        shape,
+        kernel=kernel,
+        strides=strides,
+        same_padding=same,
+        data_format="channels_first",
+    )
 
 
 def global_pool(b: Builder, n: Node) -> None:
@@ -131,6 +146,7 @@ def global_pool(b: Builder, n: Node) -> None:
 
 # --------------------------------------------------------------------- dense
 
+
 def _dense(b: Builder, n: Node, v: Val, kernel: np.ndarray, bias: Optional[np.ndarray]) -> Val:
     if len(v.shape) != 1:
         b.fail(n, f"a matrix product on a value of shape {v.shape} per sample is not supported (a flat one is)")
@@ -138,10 +154,10 @@ def _dense(b: Builder, n: Node, v: Val, kernel: np.ndarray, bias: Optional[np.nd
         raise ModelFileError(f"{b.g.where_node(n)}: weights of shape {kernel.shape} for {v.shape[0]} inputs")
     weights = {"kernel": kernel}
     if bias is not None:
-        weights["bias"] = np.broadcast_to(bias.reshape(-1) if bias.size != 1 else bias.reshape(()),
-                                          (kernel.shape[1],))
-    return b.emit(n, "dense", [v], (kernel.shape[1],), weights=weights, units=int(kernel.shape[1]),
-                  use_bias=bias is not None)
+        weights["bias"] = np.broadcast_to(bias.reshape(-1) if bias.size != 1 else bias.reshape(()), (kernel.shape[1],))
+    return b.emit(
+        n, "dense", [v], (kernel.shape[1],), weights=weights, units=int(kernel.shape[1]), use_bias=bias is not None
+    )
 
 
 def gemm(b: Builder, n: Node) -> None:
@@ -167,11 +183,13 @@ def matmul(b: Builder, n: Node) -> None:
 
 # --------------------------------------------------------------------- element-wise
 
+
 def _act(kind: str, **fields: Any) -> Callable:
     def convert(b: Builder, n: Node) -> None:
         v = b.val(n)
         extra = {k: (f(n) if callable(f) else f) for k, f in fields.items()}
         b.vals[n.outputs[0]] = b.emit(n, "activation", [v], v.shape, v.batched, activation=kind, **extra)
+
     return convert
 
 
@@ -195,8 +213,11 @@ def softmax(b: Builder, n: Node) -> None:
     if axis < 0:
         axis += rank
     if axis != rank - 1 or len(v.shape) != 1:
-        b.fail(n, f"{n.op} over axis {attr(n, 'axis', 'default')} of a value of shape {v.shape} per sample is not "
-                  "supported (over the class scores of a flat value is)")
+        b.fail(
+            n,
+            f"{n.op} over axis {attr(n, 'axis', 'default')} of a value of shape {v.shape} per sample is not "
+            "supported (over the class scores of a flat value is)",
+        )
     kind = "log_softmax" if n.op == "LogSoftmax" else "softmax"
     b.vals[n.outputs[0]] = b.emit(n, kind, [v], v.shape, v.batched, axes=[-1])
 
@@ -207,9 +228,15 @@ def batch_norm(b: Builder, n: Node) -> None:
         b.fail(n, "spatial=0 (statistics per pixel) is not supported")
     gamma, beta, mean, var = (b.const(n, i).astype(np.float32).reshape(-1) for i in (1, 2, 3, 4))
     b.vals[n.outputs[0]] = b.emit(
-        n, "batch_norm", [v], v.shape, v.batched, epsilon=float(attr(n, "epsilon", 1e-5)),
+        n,
+        "batch_norm",
+        [v],
+        v.shape,
+        v.batched,
+        epsilon=float(attr(n, "epsilon", 1e-5)),
         axes=[1] if len(v.shape) == 3 else [-1],
-        weights={"gamma": gamma, "beta": beta, "moving_mean": mean, "moving_variance": var})
+        weights={"gamma": gamma, "beta": beta, "moving_mean": mean, "moving_variance": var},
+    )
 
 
 def _channels(v: Val) -> int:
@@ -225,8 +252,9 @@ def _per_channel(b: Builder, n: Node, v: Val, c: np.ndarray) -> Optional[np.ndar
     try:
         bc = np.broadcast_to(c, np.broadcast_shapes(c.shape, full))
     except ValueError:
-        raise ModelFileError(f"{b.g.where_node(n)}: a constant of shape {c.shape} does not broadcast to "
-                             f"{full}") from None
+        raise ModelFileError(
+            f"{b.g.where_node(n)}: a constant of shape {c.shape} does not broadcast to {full}"
+        ) from None
     if bc.shape != full:
         b.fail(n, f"a constant of shape {c.shape} that widens {full} is not supported")
     axis = (1 if v.batched else 0) if len(v.shape) == 3 else len(full) - 1
@@ -245,18 +273,37 @@ def _affine(b: Builder, n: Node, v: Val, scale: Any, shift: Any) -> Val:
     ch = _channels(v)
     gamma = np.broadcast_to(np.asarray(scale, np.float64), (ch,)).astype(np.float32)
     beta = np.broadcast_to(np.asarray(shift, np.float64), (ch,)).astype(np.float32)
-    return b.emit(n, "batch_norm", [v], v.shape, v.batched, epsilon=0.0, axes=[1] if len(v.shape) == 3 else [-1],
-                  weights={"gamma": gamma, "beta": beta, "moving_mean": np.zeros(ch, np.float32),
-                           "moving_variance": np.ones(ch, np.float32)})
+    return b.emit(
+        n,
+        "batch_norm",
+        [v],
+        v.shape,
+        v.batched,
+        epsilon=0.0,
+        axes=[1] if len(v.shape) == 3 else [-1],
+        weights={
+            "gamma": gamma,
+            "beta": beta,
+            "moving_mean": np.zeros(ch, np.float32),
+            "moving_variance": np.ones(ch, np.float32),
+        },
+    )
 
 
-_MERGES = {"Add": "add", "Sum": "add", "Sub": "subtract", "Mul": "multiply", "Max": "maximum", "Min": "minimum",
-           "Mean": "average"}
+_MERGES = {
+    "Add": "add",
+    "Sum": "add",
+    "Sub": "subtract",
+    "Mul": "multiply",
+    "Max": "maximum",
+    "Min": "minimum",
+    "Mean": "average",
+}
 
 
 def binary(b: Builder, n: Node) -> None:
     dyn = [i for i, name in enumerate(n.inputs) if name in b.vals]
-    if len(dyn) == len(n.inputs):       # every operand computed: a merge layer
+    if len(dyn) == len(n.inputs):  # every operand computed: a merge layer
         if n.op not in _MERGES:
             b.fail(n, f"{n.op} of two computed values is not supported")
         vs = [b.val(n, i) for i in dyn]
@@ -284,176 +331,15 @@ def binary(b: Builder, n: Node) -> None:
     b.vals[n.outputs[0]] = out
 
 
-# --------------------------------------------------------------------- shapes
-
-def _alias(b: Builder, n: Node, v: Val) -> None:
-    b.vals[n.outputs[0]] = v
-
-
-def identity(b: Builder, n: Node) -> None:
-    _alias(b, n, b.val(n))
-
-
-def _reshaped(b: Builder, n: Node, v: Val, full: tuple) -> None:
-    """v reshaped to the ONNX shape ``full`` (C order, as ONNX reshapes)."""
-    if v.batched:
-        fixed = b.g.input_shape[0] if b.g.input_shape else None     # a fixed-batch export's N
-        if not full or (full[0] not in (None, BATCH) and full[0] != fixed):
-            b.fail(n, f"a reshape to {full} that moves the batch axis is not supported")
-        batched, per = True, tuple(full[1:])
-    elif len(full) == len(v.shape) + 1 and full[0] == 1:
-        batched, per = True, tuple(full[1:])     # the model adds its batch axis
-    else:
-        batched, per = False, tuple(full)
-    if any(d is None or d < 1 for d in per):
-        b.fail(n, f"the shape of '{n.outputs[0]}' is not known")
-    if math.prod(per) != math.prod(v.shape):
-        raise ModelFileError(f"{b.g.where_node(n)}: cannot reshape {v.shape} into {per} per sample")
-    if per == v.shape:
-        b.vals[n.outputs[0]] = Val(v.record, v.shape, batched)
-    elif len(per) == 1:
-        b.vals[n.outputs[0]] = b.emit(n, "flatten", [v], per, batched)
-    else:
-        b.vals[n.outputs[0]] = b.emit(n, "reshape", [v], per, batched, target_shape=list(per))
-
-
-def _full_shape(b: Builder, n: Node) -> tuple:
-    dims = b.g.shapes.get(n.outputs[0])
-    return tuple(dims) if dims is not None else None
-
-
-def reshape(b: Builder, n: Node) -> None:
-    """Reshape, Flatten, Squeeze, Unsqueeze of a computed value: its ONNX output shape (the
-    batch axis as BATCH) from the constant operands, else from ONNX's shape inference."""
-    v = b.val(n)
-    whole = ((BATCH,) if v.batched else ()) + v.shape
-    full = _full_shape(b, n)
-    if n.op == "Reshape" and b.is_const(n.inputs[1]):
-        full = _resolve_reshape(b, n, v, ints(b.const(n, 1)))
-    elif n.op == "Flatten":
-        axis = int(attr(n, "axis", 1))
-        axis = axis + len(whole) if axis < 0 else axis
-        if v.batched and axis != 1:
-            b.fail(n, f"Flatten at axis {attr(n, 'axis')} (not right after the batch axis) is not supported")
-        full = (BATCH if v.batched else math.prod(whole[:axis]), math.prod(whole[axis:]))
-    elif n.op in ("Squeeze", "Unsqueeze"):
-        if b.g.opset < 13:
-            axes = ints(attr(n, "axes", []))
-        else:
-            axes = ints(b.const(n, 1)) if len(n.inputs) > 1 and n.inputs[1] else []
-        if n.op == "Squeeze":
-            axes = [a + len(whole) if a < 0 else a for a in axes] or [i for i, d in enumerate(whole) if d == 1]
-            if v.batched and 0 in axes:      # a model of one sample dropping its batch axis at the end
-                if axes != [0]:
-                    b.fail(n, "squeezing the batch axis together with others is not supported")
-                b.vals[n.outputs[0]] = Val(v.record, v.shape, False)
-                return
-            full = tuple(d for i, d in enumerate(whole) if i not in axes)
-        else:
-            out = list(whole)
-            rank = len(whole) + len(axes)
-            for a in sorted(a + rank if a < 0 else a for a in axes):
-                out.insert(a, 1)
-            full = tuple(out)
-    if full is None:
-        b.fail(n, f"the shape of '{n.outputs[0]}' is not known")
-    if v.batched and full and full[0] == BATCH:
-        full = (None,) + tuple(full[1:])
-    _reshaped(b, n, v, tuple(full))
-
-
-def _resolve_reshape(b: Builder, n: Node, v: Val, target: list[int]) -> tuple:
-    whole = ((BATCH,) if v.batched else ()) + v.shape
-    out = []
-    for i, t in enumerate(target):
-        if t == 0 and not int(attr(n, "allowzero", 0)):
-            if i >= len(whole):
-                raise ModelFileError(f"{b.g.where_node(n)}: shape {target} copies a dimension the input lacks")
-            out.append(whole[i])
-        else:
-            out.append(t)
-    known = [d for d in out if d not in (-1, BATCH)]
-    total = math.prod(v.shape)
-    rest = total // max(math.prod(known), 1) if -1 in out else None
-    if out.count(-1) > 1:
-        raise ModelFileError(f"{b.g.where_node(n)}: shape {target} has more than one -1")
-    if BATCH in out:
-        if out[0] != BATCH or out.count(BATCH) > 1:
-            b.fail(n, f"a reshape to {target} that moves the batch axis is not supported")
-        return (None,) + tuple(rest if d == -1 else d for d in out[1:])
-    if v.batched and out and out[0] == -1:
-        # (-1, k): the batch axis inferred (a fixed-batch export)
-        return (None,) + tuple(out[1:])
-    return tuple(rest if d == -1 else d for d in out)
-
-
-def transpose(b: Builder, n: Node) -> None:
-    v = b.val(n)
-    perm = ints(attr(n, "perm", list(range(len(v.shape) + v.batched))[::-1]))
-    if v.batched:
-        if perm[0] != 0:
-            b.fail(n, f"perm {perm} moves the batch axis")
-        dims = [p for p in perm[1:]]
-    else:
-        dims = [p + 1 for p in perm]
-    if dims == sorted(dims):
-        _alias(b, n, v)
-        return
-    shape = tuple(v.shape[d - 1] for d in dims)
-    b.vals[n.outputs[0]] = b.emit(n, "permute", [v], shape, v.batched, axes=dims)
-
-
-def concat(b: Builder, n: Node) -> None:
-    vs = [b.val(n, i) for i in range(len(n.inputs))]
-    v = vs[0]
-    rank = len(v.shape) + v.batched
-    axis = int(attr(n, "axis", 1))
-    axis = axis + rank if axis < 0 else axis
-    keras_axis = axis if v.batched else axis + 1
-    if v.batched and axis == 0:
-        b.fail(n, "concatenation along the batch axis is not supported")
-    shape = list(v.shape)
-    shape[keras_axis - 1] = sum(x.shape[keras_axis - 1] for x in vs)
-    b.vals[n.outputs[0]] = b.emit(n, "concatenate", vs, tuple(shape), v.batched, axes=[keras_axis])
-
-
-def pad(b: Builder, n: Node) -> None:
-    v = b.val(n)
-    image(b, n, v)
-    mode = attr(n, "mode", "constant")
-    if b.g.opset < 11:
-        p, value = ints(attr(n, "pads", [])), float(attr(n, "value", 0.0))
-    else:
-        p = ints(b.const(n, 1, "pads"))
-        cv = b.opt_const(n, 2)
-        value = 0.0 if cv is None else float(cv.reshape(-1)[0])
-        if len(n.inputs) > 3 and n.inputs[3]:
-            b.fail(n, "padding over chosen axes is not supported")
-    if mode != "constant" or value != 0.0:
-        b.fail(n, f"padding mode '{mode}' with value {value} is not supported (zeros are)")
-    if len(p) != 8 or any(p[i] for i in (0, 1, 4, 5)) or min(p) < 0:
-        b.fail(n, f"pads {p} are not supported (zero padding of the height and width is)")
-    b.vals[n.outputs[0]] = _zero_pad(b, n, v, (p[2], p[6], p[3], p[7]))
-
-
-def cast(b: Builder, n: Node) -> None:
-    if int(attr(n, "to", 1)) != 1:          # TensorProto.FLOAT
-        b.fail(n, f"a cast of a computed value to type {attr(n, 'to')} is not supported (to float is)")
-    identity(b, n)
-
-
-def quantized(b: Builder, n: Node) -> None:
-    b.fail(n, "quantized graphs (QuantizeLinear, DynamicQuantizeLinear, ConvInteger, MatMulInteger, QLinear*) are "
-              "not supported: the engine computes in float32; load the float model the quantized one came from")
-
-
 # --------------------------------------------------------------------- GELU
+
 
 def gelu(b: Builder, n: Node) -> None:
     v = b.val(n)
     approx = attr(n, "approximate", "none")
-    b.vals[n.outputs[0]] = b.emit(n, "activation", [v], v.shape, v.batched,
-                                  activation="gelu_tanh" if approx == "tanh" else "gelu")
+    b.vals[n.outputs[0]] = b.emit(
+        n, "activation", [v], v.shape, v.batched, activation="gelu_tanh" if approx == "tanh" else "gelu"
+    )
 
 
 # --------------------------------------------------------------------- the table
@@ -474,13 +360,20 @@ CONVERTERS: dict[str, Callable[[Builder, Node], None]] = {
     "Elu": _act("elu", alpha=lambda n: float(attr(n, "alpha", 1.0))),
     "Softplus": _act("softplus"),
     "Softsign": _act("softsign"),
-    "HardSigmoid": _act("hard_sigmoid", alpha=lambda n: float(attr(n, "alpha", 0.2)),
-                        beta=lambda n: float(attr(n, "beta", 0.5))),
+    "HardSigmoid": _act(
+        "hard_sigmoid", alpha=lambda n: float(attr(n, "alpha", 0.2)), beta=lambda n: float(attr(n, "beta", 0.5))
+    ),
     "Gelu": gelu,
     "Clip": clip,
     "Softmax": softmax,
     "LogSoftmax": softmax,
-    "Add": binary, "Sub": binary, "Mul": binary, "Div": binary, "Sum": binary, "Max": binary, "Min": binary,
+    "Add": binary,
+    "Sub": binary,
+    "Mul": binary,
+    "Div": binary,
+    "Sum": binary,
+    "Max": binary,
+    "Min": binary,
     "Mean": binary,
     "Flatten": reshape,
     "Reshape": reshape,
@@ -492,8 +385,18 @@ CONVERTERS: dict[str, Callable[[Builder, Node], None]] = {
     "Identity": identity,
     "Dropout": identity,
     "Cast": cast,
-    **{op: quantized for op in ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger",
-                                "MatMulInteger", "QLinearConv", "QLinearMatMul")},
+    **{
+        op: quantized
+        for op in (
+            "QuantizeLinear",
+            "DequantizeLinear",
+            "DynamicQuantizeLinear",
+            "ConvInteger",
+            "MatMulInteger",
+            "QLinearConv",
+            "QLinearMatMul",
+        )
+    },
 }
 
 
@@ -502,8 +405,10 @@ def convert(g: Graph) -> tuple[list, tuple]:
     b = Builder(g)
     dims = g.input_shape
     if len(dims) not in (1, 2, 3, 4):
-        raise UnsupportedModelError(f"{g.where}: input '{g.input}' of rank {len(dims)} is not supported "
-                                    "((N, C, H, W), (N, features), or the same without the batch axis)")
+        raise UnsupportedModelError(
+            f"{g.where}: input '{g.input}' of rank {len(dims)} is not supported "
+            "((N, C, H, W), (N, features), or the same without the batch axis)"
+        )
     batched = len(dims) in (2, 4)
     per = tuple(dims[1:] if batched else dims)
     if any(d is None for d in per):

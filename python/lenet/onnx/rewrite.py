@@ -4,21 +4,17 @@ graph.BATCH standing for the batch axis), and GELU written as Erf fused into one
 
 from __future__ import annotations
 
-
-
 import math
 from typing import Callable, Optional
 
 import numpy as np
 
 from ..errors import ModelFileError
+from .builder import Builder
 from .graph import BATCH, Node, attr, ints
 
-
-from .builder import Builder
-
-
 # --------------------------------------------------------------------- constants
+
 
 def fold(b: Builder, n: Node) -> bool:
     """Evaluates n when every input is a constant (or a Shape of a computed value);
@@ -26,15 +22,14 @@ def fold(b: Builder, n: Node) -> bool:
     if n.op == "Constant":
         for key in ("value", "value_float", "value_int", "value_floats", "value_ints"):
             if key in n.attrs:
-                b.consts[n.outputs[0]] = np.asarray(n.attrs[key],
-                                                    np.float32 if "float" in key else None)
+                b.consts[n.outputs[0]] = np.asarray(n.attrs[key], np.float32 if "float" in key else None)
                 return True
         b.fail(n, f"a Constant of kind {sorted(n.attrs)} is not supported")
     if n.op == "Shape" and n.inputs[0] in b.vals:
         v = b.vals[n.inputs[0]]
         whole = ((BATCH,) if v.batched else ()) + v.shape
         start, end = int(attr(n, "start", 0)), attr(n, "end", None)
-        b.consts[n.outputs[0]] = np.asarray(whole, np.int64)[start:None if end is None else int(end)]
+        b.consts[n.outputs[0]] = np.asarray(whole, np.int64)[start : None if end is None else int(end)]
         return True
     ins = [i for i in n.inputs if i]
     if not ins or not all(i in b.consts for i in ins):
@@ -90,27 +85,41 @@ def _arith(b: Builder, n: Node, a: list) -> np.ndarray:
 _FOLDS: dict[str, Callable] = {
     "Identity": lambda b, n, a: a[0],
     "Dropout": lambda b, n, a: a[0],
-    "Cast": lambda b, n, a: a[0] if np.asarray(a[0]).dtype == np.int64 and int(attr(n, "to", 1)) == 7 else
-    a[0].astype({1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}.get(int(attr(n, "to", 1)),
-                                                                                            np.float32)),
+    "Cast": lambda b, n, a: (
+        a[0]
+        if np.asarray(a[0]).dtype == np.int64 and int(attr(n, "to", 1)) == 7
+        else a[0].astype(
+            {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}.get(
+                int(attr(n, "to", 1)), np.float32
+            )
+        )
+    ),
     "Gather": lambda b, n, a: np.take(a[0], a[1].astype(np.int64), axis=int(attr(n, "axis", 0))),
-    "Unsqueeze": lambda b, n, a: np.expand_dims(a[0], tuple(sorted(
-        x + a[0].ndim + len(_axes_input(b, n, a)) if x < 0 else x for x in _axes_input(b, n, a)))),
+    "Unsqueeze": lambda b, n, a: np.expand_dims(
+        a[0], tuple(sorted(x + a[0].ndim + len(_axes_input(b, n, a)) if x < 0 else x for x in _axes_input(b, n, a)))
+    ),
     "Squeeze": lambda b, n, a: np.squeeze(a[0], tuple(_axes_input(b, n, a)) or None),
     "Concat": lambda b, n, a: np.concatenate([np.atleast_1d(x) for x in a], axis=int(attr(n, "axis", 0))),
     "Reshape": lambda b, n, a: a[0].reshape([d if d != 0 else a[0].shape[i] for i, d in enumerate(ints(a[1]))]),
     "Slice": _slice,
     "Transpose": lambda b, n, a: np.transpose(a[0], ints(attr(n, "perm")) if "perm" in n.attrs else None),
-    "Add": _arith, "Sub": _arith, "Mul": _arith, "Div": _arith, "Max": _arith, "Min": _arith,
+    "Add": _arith,
+    "Sub": _arith,
+    "Mul": _arith,
+    "Div": _arith,
+    "Max": _arith,
+    "Min": _arith,
     "Sqrt": lambda b, n, a: np.sqrt(a[0]),
     "Neg": lambda b, n, a: -a[0],
-    "ConstantOfShape": lambda b, n, a: np.full(ints(a[0]), np.asarray(attr(n, "value", np.zeros(1, np.float32)))
-                                               .reshape(-1)[0]),
-    "Flatten": lambda b, n, a: a[0].reshape(math.prod(a[0].shape[:int(attr(n, "axis", 1))]), -1),
+    "ConstantOfShape": lambda b, n, a: np.full(
+        ints(a[0]), np.asarray(attr(n, "value", np.zeros(1, np.float32))).reshape(-1)[0]
+    ),
+    "Flatten": lambda b, n, a: a[0].reshape(math.prod(a[0].shape[: int(attr(n, "axis", 1))]), -1),
 }
 
 
 # --------------------------------------------------------------------- GELU
+
 
 def fuse_gelu(nodes: list[Node], consts: dict[str, np.ndarray]) -> list[Node]:
     """x * 0.5 * (1 + erf(x / sqrt 2)), as exporters before opset 20 write GELU
@@ -141,8 +150,13 @@ def fuse_gelu(nodes: list[Node], consts: dict[str, np.ndarray]) -> list[Node]:
         scale = by_out.get(erf.inputs[0])
         if scale is None:
             continue
-        x = const_of(scale, math.sqrt(2.0)) if scale.op == "Div" else \
-            const_of(scale, 1 / math.sqrt(2.0)) if scale.op == "Mul" else None
+        x = (
+            const_of(scale, math.sqrt(2.0))
+            if scale.op == "Div"
+            else const_of(scale, 1 / math.sqrt(2.0))
+            if scale.op == "Mul"
+            else None
+        )
         add = sole(erf.outputs[0])
         if x is None or add is None or add.op != "Add" or const_of(add, 1.0) is None:
             continue
@@ -150,12 +164,12 @@ def fuse_gelu(nodes: list[Node], consts: dict[str, np.ndarray]) -> list[Node]:
         if m1 is None or m1.op != "Mul":
             continue
         other = m1.inputs[0] if m1.inputs[1] == add.outputs[0] else m1.inputs[1]
-        if other == x:                           # x * (1 + erf) then * 0.5
+        if other == x:  # x * (1 + erf) then * 0.5
             m2 = sole(m1.outputs[0])
             if m2 is None or m2.op != "Mul" or const_of(m2, 0.5) is None:
                 continue
             chain, last = [scale, erf, add, m1, m2], m2
-        else:                                    # (0.5 x) * (1 + erf)
+        else:  # (0.5 x) * (1 + erf)
             half = by_out.get(other)
             if half is None or half.op != "Mul" or const_of(half, 0.5) != x:
                 continue

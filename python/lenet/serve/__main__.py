@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-
-SWITCH_INTERVAL = 0.0005   # seconds (Python's default: 0.005)
+SWITCH_INTERVAL = 0.0005  # seconds (Python's default: 0.005)
 
 
 def main(argv=None) -> int:
@@ -15,12 +14,20 @@ def main(argv=None) -> int:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--weights", default=None, help="a model file or shipped name (default: lenet5)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--threads", type=int, default=None,
-                   help="engine threads (default: the CPUs available less one, which the event loop keeps)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="engine threads (default: the CPUs available less one, which the event loop keeps)",
+    )
     p.add_argument("--max-batch", type=int, default=256, help="images per engine call at most (default 256)")
-    p.add_argument("--max-delay-us", type=int, default=0,
-                   help="how long a batch that is not full waits for more requests (default 0: requests that "
-                        "arrive while the engine is busy are batched, a lone one runs at once)")
+    p.add_argument(
+        "--max-delay-us",
+        type=int,
+        default=0,
+        help="how long a batch that is not full waits for more requests (default 0: requests that "
+        "arrive while the engine is busy are batched, a lone one runs at once)",
+    )
     p.add_argument("--max-queue", type=int, default=4096, help="images waiting before 503 (default 4096)")
     p.add_argument("--max-body-mb", type=float, default=20.0, help="request body limit (default 20 MB)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per request before 504 (default 10)")
@@ -31,12 +38,20 @@ def main(argv=None) -> int:
         print('lenet-serve: error: needs the serve extra: pip install "lenet[serve]"', file=sys.stderr)
         return 2
     import lenet
+
     from .app import Options, create_app, engine_threads
+
     try:
-        engine = lenet.Engine(args.weights, device=args.device,
-                              threads=engine_threads() if args.threads is None else args.threads)
-        options = Options(max_batch=args.max_batch, max_delay_us=args.max_delay_us, max_queue=args.max_queue,
-                          max_body_bytes=int(args.max_body_mb * (1 << 20)), timeout=args.timeout)
+        engine = lenet.Engine(
+            args.weights, device=args.device, threads=engine_threads() if args.threads is None else args.threads
+        )
+        options = Options(
+            max_batch=args.max_batch,
+            max_delay_us=args.max_delay_us,
+            max_queue=args.max_queue,
+            max_body_bytes=int(args.max_body_mb * (1 << 20)),
+            timeout=args.timeout,
+        )
         app = create_app(engine, options)
     except (lenet.Error, ValueError) as e:
         print(f"lenet-serve: error: {e}", file=sys.stderr)
@@ -48,6 +63,7 @@ def main(argv=None) -> int:
     # server: out of the collector's sight, a full collection no longer walks it (at 64
     # clients it had made the p99 latency 2x the p50's; PERFORMANCE.md, session 9).
     import gc
+
     gc.collect()
     gc.freeze()
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=10)

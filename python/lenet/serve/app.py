@@ -16,7 +16,6 @@ an image, no digit: the message lenet-cli prints), 503 + Retry-After (queue full
 (the request took longer than the timeout).
 """
 
-
 import asyncio
 import base64
 import binascii
@@ -36,7 +35,7 @@ from ..errors import ImageTooLargeError, InputError
 from ..results import Result, answers
 from .batcher import Batcher, Overloaded
 
-SWEEP_SECONDS = 0.05   # how often queued requests' deadlines are checked
+SWEEP_SECONDS = 0.05  # how often queued requests' deadlines are checked
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
 
 
@@ -44,9 +43,9 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5,
 class Options:
     max_batch: int = 256
     max_delay_us: int = 0
-    max_queue: int = 4096              # images waiting for the engine before 503
+    max_queue: int = 4096  # images waiting for the engine before 503
     max_body_bytes: int = 20 << 20
-    timeout: float = 10.0              # seconds per request
+    timeout: float = 10.0  # seconds per request
     mode: str = "auto"
     # A request costing at most this many multiply-adds runs on the event loop when the
     # batcher is idle (Batcher's inline_images): lenet5 (0.42 M a digit) and lenet-keras
@@ -71,8 +70,13 @@ class Server:
         self.engine, self.options = engine, options
         self.hwc = engine.image_shape
         self.classes = engine.classes
-        self.batcher = Batcher(engine.row_probabilities, options.max_batch, options.max_delay_us / 1e6,
-                               options.max_queue, options.inline_macs // max(engine.model.macs, 1))
+        self.batcher = Batcher(
+            engine.row_probabilities,
+            options.max_batch,
+            options.max_delay_us / 1e6,
+            options.max_queue,
+            options.inline_macs // max(engine.model.macs, 1),
+        )
         self.responses: dict = {}
         self.latency = [0] * (len(LATENCY_BUCKETS) + 1)
         self.latency_sum = 0.0
@@ -114,16 +118,17 @@ class Server:
 
     async def classify(self, items: list, labels: list, top_k: int, with_image: bool) -> list:
         """Per item: its answer (a dict) or its InputError."""
-        if _small(items):   # decoded on the event loop: less than a hop to a worker thread costs
+        if _small(items):  # decoded on the event loop: less than a hop to a worker thread costs
             got = images.prepare(items, labels, self.hwc, self.options.mode)
         else:
             from starlette.concurrency import run_in_threadpool
+
             got = await run_in_threadpool(images.prepare, items, labels, self.hwc, self.options.mode)
         probs = np.zeros((0, self.classes), np.float32)
         if len(got.x):
             try:
                 future = self.batcher.submit(got.x)
-                if not future.done():   # queued: wait, at most the timeout
+                if not future.done():  # queued: wait, at most the timeout
                     self._watch(future)
                     await future
                 probs = future.result()
@@ -132,39 +137,54 @@ class Server:
             except asyncio.TimeoutError:
                 raise HTTPFailure(504, f"no answer within {self.options.timeout:g} s") from None
         # One image per item here (a batch array is refused earlier): an answer per item.
-        return [r if isinstance(r, InputError) else _answer(r, top_k, with_image)
-                for r in answers(got, probs, len(items))]
+        return [
+            r if isinstance(r, InputError) else _answer(r, top_k, with_image) for r in answers(got, probs, len(items))
+        ]
 
     def metrics(self) -> str:
         s = self.batcher.stats
         lines = ["# HELP lenet_requests_total HTTP responses by status.", "# TYPE lenet_requests_total counter"]
         lines += [f'lenet_requests_total{{status="{k}"}} {v}' for k, v in sorted(self.responses.items())]
-        lines += ["# HELP lenet_images_total Images classified.", "# TYPE lenet_images_total counter",
-                  f"lenet_images_total {s.images}",
-                  "# HELP lenet_engine_calls_total Engine calls (batches).", "# TYPE lenet_engine_calls_total counter",
-                  f"lenet_engine_calls_total {s.batches}",
-                  "# HELP lenet_rejected_total Requests refused because the queue was full.",
-                  "# TYPE lenet_rejected_total counter", f"lenet_rejected_total {s.rejected}",
-                  "# HELP lenet_queue_seconds_total Time requests waited for the engine.",
-                  "# TYPE lenet_queue_seconds_total counter", f"lenet_queue_seconds_total {s.queue_seconds:.6f}",
-                  "# HELP lenet_engine_seconds_total Time in engine calls.",
-                  "# TYPE lenet_engine_seconds_total counter", f"lenet_engine_seconds_total {s.engine_seconds:.6f}",
-                  "# HELP lenet_batch_size Images per engine call.", "# TYPE lenet_batch_size histogram"]
+        lines += [
+            "# HELP lenet_images_total Images classified.",
+            "# TYPE lenet_images_total counter",
+            f"lenet_images_total {s.images}",
+            "# HELP lenet_engine_calls_total Engine calls (batches).",
+            "# TYPE lenet_engine_calls_total counter",
+            f"lenet_engine_calls_total {s.batches}",
+            "# HELP lenet_rejected_total Requests refused because the queue was full.",
+            "# TYPE lenet_rejected_total counter",
+            f"lenet_rejected_total {s.rejected}",
+            "# HELP lenet_queue_seconds_total Time requests waited for the engine.",
+            "# TYPE lenet_queue_seconds_total counter",
+            f"lenet_queue_seconds_total {s.queue_seconds:.6f}",
+            "# HELP lenet_engine_seconds_total Time in engine calls.",
+            "# TYPE lenet_engine_seconds_total counter",
+            f"lenet_engine_seconds_total {s.engine_seconds:.6f}",
+            "# HELP lenet_batch_size Images per engine call.",
+            "# TYPE lenet_batch_size histogram",
+        ]
         cumulative = 0
         for bound in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
             cumulative = sum(n for size, n in s.batch_sizes.items() if size <= bound)
             lines.append(f'lenet_batch_size_bucket{{le="{bound}"}} {cumulative}')
-        lines += [f'lenet_batch_size_bucket{{le="+Inf"}} {s.batches}',
-                  f"lenet_batch_size_sum {s.images}", f"lenet_batch_size_count {s.batches}",
-                  "# HELP lenet_request_seconds Request latency, from the body read to the answer.",
-                  "# TYPE lenet_request_seconds histogram"]
+        lines += [
+            f'lenet_batch_size_bucket{{le="+Inf"}} {s.batches}',
+            f"lenet_batch_size_sum {s.images}",
+            f"lenet_batch_size_count {s.batches}",
+            "# HELP lenet_request_seconds Request latency, from the body read to the answer.",
+            "# TYPE lenet_request_seconds histogram",
+        ]
         cumulative = 0
         for bound, n in zip(LATENCY_BUCKETS, self.latency):
             cumulative += n
             lines.append(f'lenet_request_seconds_bucket{{le="{bound}"}} {cumulative}')
         total = sum(self.latency)
-        lines += [f'lenet_request_seconds_bucket{{le="+Inf"}} {total}',
-                  f"lenet_request_seconds_sum {self.latency_sum:.6f}", f"lenet_request_seconds_count {total}"]
+        lines += [
+            f'lenet_request_seconds_bucket{{le="+Inf"}} {total}',
+            f"lenet_request_seconds_sum {self.latency_sum:.6f}",
+            f"lenet_request_seconds_count {total}",
+        ]
         return "\n".join(lines) + "\n"
 
 
@@ -174,20 +194,34 @@ class Server:
 INLINE_PIXELS = 64 * 64
 
 
-CLASSIFY_OPENAPI = {"post": {
-    "summary": "Classify",
-    "description": "An image as the raw body (any format lenet reads), multipart files, or JSON "
-                   '({"image": base64} | {"images": [base64, ...]} | {"array": [[...]]}): the digit, its '
-                   "confidence and the probabilities (several images: {\"results\": [...]}).",
-    "parameters": [
-        {"name": "top_k", "in": "query", "schema": {"type": "integer", "default": 1}},
-        {"name": "image", "in": "query", "schema": {"type": "boolean", "default": False}}],
-    "requestBody": {"content": {"image/png": {}, "application/octet-stream": {}, "multipart/form-data": {},
-                                "application/json": {}}},
-    "responses": {"200": {"description": "the answer"}, "413": {"description": "too large"},
-                  "415": {"description": "a content type it does not read"},
-                  "422": {"description": "not an image, or no digit"}, "503": {"description": "overloaded"},
-                  "504": {"description": "no answer within the timeout"}}}}
+CLASSIFY_OPENAPI = {
+    "post": {
+        "summary": "Classify",
+        "description": "An image as the raw body (any format lenet reads), multipart files, or JSON "
+        '({"image": base64} | {"images": [base64, ...]} | {"array": [[...]]}): the digit, its '
+        'confidence and the probabilities (several images: {"results": [...]}).',
+        "parameters": [
+            {"name": "top_k", "in": "query", "schema": {"type": "integer", "default": 1}},
+            {"name": "image", "in": "query", "schema": {"type": "boolean", "default": False}},
+        ],
+        "requestBody": {
+            "content": {
+                "image/png": {},
+                "application/octet-stream": {},
+                "multipart/form-data": {},
+                "application/json": {},
+            }
+        },
+        "responses": {
+            "200": {"description": "the answer"},
+            "413": {"description": "too large"},
+            "415": {"description": "a content type it does not read"},
+            "422": {"description": "not an image, or no digit"},
+            "503": {"description": "overloaded"},
+            "504": {"description": "no answer within the timeout"},
+        },
+    }
+}
 
 
 def _small(items: list) -> bool:
@@ -206,7 +240,7 @@ def _small(items: list) -> bool:
 
 
 def _expire(future: asyncio.Future) -> None:
-    if not future.done():   # the batcher skips a done future when the answer comes
+    if not future.done():  # the batcher skips a done future when the answer comes
         future.set_exception(asyncio.TimeoutError())
 
 
@@ -220,6 +254,7 @@ def _json_response():
 
         def render(self, content) -> bytes:
             return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+
     return JSON
 
 
@@ -238,6 +273,7 @@ def _answer(r: Result, top_k: int, with_image: bool) -> dict:
 
 def _png_base64(img: np.ndarray) -> str:
     import cv2
+
     ok, buf = cv2.imencode(".png", img if img.ndim == 2 else cv2.cvtColor(img, cv2.COLOR_RGB2BGR))
     return base64.b64encode(buf.tobytes()).decode()
 
@@ -245,7 +281,7 @@ def _png_base64(img: np.ndarray) -> str:
 def _decode_b64(value: Any, where: str) -> bytes:
     if not isinstance(value, str):
         raise HTTPFailure(422, f"{where}: expected a base64 string, got {type(value).__name__}")
-    if value.startswith("data:") and "," in value:   # a data: URL, as a canvas gives it
+    if value.startswith("data:") and "," in value:  # a data: URL, as a canvas gives it
         value = value.split(",", 1)[1]
     try:
         return base64.b64decode(value, validate=True)
@@ -274,11 +310,12 @@ async def _inputs(request, limit: int) -> tuple[list, list, bool]:
     """(items, labels, several): what the request holds, as prepare() takes it."""
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind == "multipart/form-data":
-        body = await _body(request, limit)   # the limit holds before the form parser reads anything
+        body = await _body(request, limit)  # the limit holds before the form parser reads anything
         from starlette.requests import Request
+
         try:
             form = await Request(request.scope, receive=_receiver(body)).form()
-        except Exception as e:   # python-multipart's own errors: a malformed body
+        except Exception as e:  # python-multipart's own errors: a malformed body
             raise HTTPFailure(422, f"a malformed multipart body ({type(e).__name__}: {e})") from None
         files = [(k, v) for k, v in form.multi_items() if hasattr(v, "read")]
         if not files:
@@ -292,13 +329,19 @@ async def _inputs(request, limit: int) -> tuple[list, list, bool]:
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise HTTPFailure(422, f"the body is not JSON ({e})") from None
         if not isinstance(doc, dict) or not ({"image", "images", "array"} & set(doc)):
-            raise HTTPFailure(422, 'expected a JSON object with "image" (base64), "images" (a list of base64) '
-                                   'or "array" (rows of pixel values)')
+            raise HTTPFailure(
+                422,
+                'expected a JSON object with "image" (base64), "images" (a list of base64) '
+                'or "array" (rows of pixel values)',
+            )
         if "images" in doc:
             if not isinstance(doc["images"], list) or not doc["images"]:
                 raise HTTPFailure(422, '"images" must be a non-empty list of base64 strings')
-            return [_decode_b64(v, f"images[{i}]") for i, v in enumerate(doc["images"])], \
-                [f"images[{i}]" for i in range(len(doc["images"]))], True
+            return (
+                [_decode_b64(v, f"images[{i}]") for i, v in enumerate(doc["images"])],
+                [f"images[{i}]" for i in range(len(doc["images"]))],
+                True,
+            )
         if "image" in doc:
             return [_decode_b64(doc["image"], "image")], ["image"], False
         try:
@@ -339,6 +382,7 @@ def _receiver(body: bytes):
             return {"type": "http.disconnect"}
         sent = True
         return {"type": "http.request", "body": body, "more_body": False}
+
     return receive
 
 
@@ -347,6 +391,7 @@ def engine_threads() -> int:
     event loop keeps (HTTP is most of a request). On 2 cores, lenet-tf at 64 clients
     served ~10% more requests with 1 engine thread than with 2 (PERFORMANCE.md, session 10)."""
     from ..engine import default_threads
+
     return max(1, default_threads() - 1)
 
 
@@ -367,7 +412,7 @@ def create_app(engine: Optional[Engine] = None, options: Optional[Options] = Non
     @asynccontextmanager
     async def lifespan(app):
         yield
-        server.batcher.close()   # what is queued is finished first
+        server.batcher.close()  # what is queued is finished first
 
     app = FastAPI(title="lenet", summary="Handwritten digits, classified by lenet", lifespan=lifespan)
     app.state.server = server
@@ -383,8 +428,7 @@ def create_app(engine: Optional[Engine] = None, options: Optional[Options] = Non
     async def classify(request: Request):
         started = time.perf_counter()
         try:
-            top_k, image = (_query(request.query_params, server.classes) if request.scope["query_string"]
-                            else (1, False))
+            top_k, image = _query(request.query_params, server.classes) if request.scope["query_string"] else (1, False)
             items, labels, several = await _inputs(request, options.max_body_bytes)
             answers = await server.classify(items, labels, top_k, image)
         except HTTPFailure as e:
@@ -397,9 +441,15 @@ def create_app(engine: Optional[Engine] = None, options: Optional[Options] = Non
             server.observe(200, time.perf_counter() - started)
             return JSONResponse({**answer, "latency_ms": round(latency_ms, 3)})
         server.observe(200, time.perf_counter() - started)
-        return JSONResponse({"results": [{"source": label, "error": str(a)} if isinstance(a, InputError) else
-                                         {"source": label, **a} for label, a in zip(labels, answers)],
-                             "latency_ms": round(latency_ms, 3)})
+        return JSONResponse(
+            {
+                "results": [
+                    {"source": label, "error": str(a)} if isinstance(a, InputError) else {"source": label, **a}
+                    for label, a in zip(labels, answers)
+                ],
+                "latency_ms": round(latency_ms, 3),
+            }
+        )
 
     app.router.add_route("/v1/classify", classify, methods=["POST"])
     fastapi_openapi = app.openapi
@@ -408,11 +458,13 @@ def create_app(engine: Optional[Engine] = None, options: Optional[Options] = Non
         if app.openapi_schema is None:
             fastapi_openapi()["paths"]["/v1/classify"] = CLASSIFY_OPENAPI
         return app.openapi_schema
+
     app.openapi = openapi
 
     @app.post("/v1/read-number")
     async def read_number(request: Request):
         from starlette.concurrency import run_in_threadpool
+
         started = time.perf_counter()
         try:
             items, labels, several = await _inputs(request, options.max_body_bytes)
@@ -424,17 +476,28 @@ def create_app(engine: Optional[Engine] = None, options: Optional[Options] = Non
         except InputError as e:
             return failure(HTTPFailure(_status_of(e), str(e)), started)
         server.observe(200, time.perf_counter() - started)
-        return {"number": number.number, "confidence": number.confidence,
-                "digits": [{"digit": r.digit, "confidence": r.confidence, "box": list(box)}
-                           for r, box in zip(number.digits, number.boxes)]}
+        return {
+            "number": number.number,
+            "confidence": number.confidence,
+            "digits": [
+                {"digit": r.digit, "confidence": r.confidence, "box": list(box)}
+                for r, box in zip(number.digits, number.boxes)
+            ],
+        }
 
     @app.get("/v1/model")
     async def model():
         printed: list = []
         server.engine.summary(print_fn=printed.append)
-        return {"source": server.engine.model.source, "input_shape": list(server.engine.input_shape),
-                "classes": server.engine.classes, "device": server.engine.device, "summary": printed[0],
-                "max_batch": options.max_batch, "max_delay_us": options.max_delay_us}
+        return {
+            "source": server.engine.model.source,
+            "input_shape": list(server.engine.input_shape),
+            "classes": server.engine.classes,
+            "device": server.engine.device,
+            "summary": printed[0],
+            "max_batch": options.max_batch,
+            "max_delay_us": options.max_delay_us,
+        }
 
     @app.get("/healthz", response_class=PlainTextResponse)
     async def healthz():

