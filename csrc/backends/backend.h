@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -62,14 +63,23 @@ public:
 // kernel from backend memory `in` to backend memory `out`.
 using LayerWalk = std::function<void(const float* in, float* out, int n)>;
 
+// A call's input on the host, in the backend's layout: float32 values, or (only for a
+// backend whose streams take_pixels()) uint8 pixels that the stream converts to
+// float(p) * scale itself (a GPU uploads a quarter of the bytes and scales there).
+struct HostInput {
+    const float* values = nullptr;
+    const uint8_t* pixels = nullptr;
+    float scale = 1.f;
+};
+
 class Stream {
 public:
     virtual ~Stream() = default;
-    // x_host: n images in the backend's layout; y_host: the n outputs, in the backend's layout.
-    // Returns when y_host is written. A CPU stream runs `layers` on the host pointers
-    // directly; a GPU stream stages through pinned memory and may capture the whole
-    // walk (copies included) once and replay it.
-    virtual void forward(const float* x_host, float* y_host, int n, const LayerWalk& layers) = 0;
+    // x_host: n images; y_host: the n outputs, in the backend's layout. Returns when
+    // y_host is written. A CPU stream runs `layers` on the host pointers directly; a
+    // GPU stream stages through pinned memory and may capture the whole walk (copies
+    // included) once and replay it.
+    virtual void forward(HostInput x_host, float* y_host, int n, const LayerWalk& layers) = 0;
     virtual Facts facts() const { return {}; }
 };
 
@@ -96,6 +106,18 @@ public:
         (void)step, (void)next, (void)constants, (void)capacity;
         return nullptr;
     }
+    // One kernel running the whole network (every step, in order, from the network's
+    // input to its output), or null with *why saying why not (empty: this backend has
+    // none). The executor asks first, then falls back to a kernel per step.
+    virtual std::unique_ptr<Kernel> network_kernel(const std::vector<Step>& steps,
+                                                   const std::vector<const StepConstants*>& constants, int capacity,
+                                                   std::string* why) {
+        (void)steps, (void)constants, (void)capacity;
+        why->clear();
+        return nullptr;
+    }
+    // Whether this backend's streams take uint8 pixels (HostInput::pixels).
+    virtual bool takes_pixels() const { return false; }
     virtual Buffer alloc(size_t floats) = 0;
     // input_size, output_size: floats per image going in and coming out.
     virtual std::unique_ptr<Stream> stream(int capacity, int64_t input_size, int64_t output_size) = 0;
@@ -117,6 +139,10 @@ struct BackendOptions {
     std::string cpu_kernels = "auto";
     bool allow_tf32 = false;  // CUDA: permit TF32 tensor-core math
     bool cuda_graphs = true;  // CUDA: capture each plan's forward pass and replay it
+    // CUDA: "auto" (the fused whole-network kernel where its rule says it is faster,
+    // else cuDNN + cuBLAS), "fused" (the fused kernel wherever it can run the network),
+    // or "library" (cuDNN + cuBLAS always).
+    std::string cuda_path = "auto";
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;

@@ -51,16 +51,19 @@ py::array_t<float> run(Executor& ex, const py::array_t<T, py::array::c_style>& x
 void bind_executor(py::module_& m) {
     py::class_<Executor>(m, "Executor")
         .def(py::init([](std::shared_ptr<Network> net, const std::string& device, int threads, bool allow_tf32,
-                         bool cuda_graphs, const std::string& cpu_kernels) {
+                         bool cuda_graphs, const std::string& cpu_kernels, const std::string& cuda_path) {
+                 if (cuda_path != "auto" && cuda_path != "fused" && cuda_path != "library")
+                     throw InputError("cuda_path must be 'auto', 'fused' or 'library', not '" + cuda_path + "'");
                  BackendOptions options;
                  options.threads = threads;
                  options.allow_tf32 = allow_tf32;
                  options.cuda_graphs = cuda_graphs;
                  options.cpu_kernels = cpu_kernels;
+                 options.cuda_path = cuda_path;
                  return std::make_unique<Executor>(net, make_backend(device, options), threads);
              }),
              py::arg("network"), py::arg("device"), py::arg("threads"), py::arg("allow_tf32") = false,
-             py::arg("cuda_graphs") = true, py::arg("cpu_kernels") = "auto")
+             py::arg("cuda_graphs") = true, py::arg("cpu_kernels") = "auto", py::arg("cuda_path") = "auto")
         .def(
             "run",
             [](Executor& ex, const py::array_t<float, py::array::c_style>& x) {
@@ -101,12 +104,14 @@ void bind_executor(py::module_& m) {
                     py::dict stream;
                     for (const auto& [k, v] : r.stream) stream[py::str(k)] = v;
                     plans.append(py::dict(py::arg("capacity") = r.capacity, py::arg("stream") = stream,
-                                          py::arg("kernels") = nodes));
+                                          py::arg("kernels") = nodes, py::arg("whole_network") = r.whole_network,
+                                          py::arg("why") = r.why));
                 }
                 return plans;
             },
-            "What each plan made so far decided: per plan its capacity, its stream's facts (graph or eager) "
-            "and, per kernel, the steps it runs and its facts (algorithm, fusion, workspace).")
+            "What each plan made so far decided: per plan its capacity, its stream's facts (graph or eager), "
+            "whether one kernel runs the whole network (and why not), and, per kernel, the steps it runs and "
+            "its facts (algorithm, fusion, workspace).")
         .def_property_readonly("device", [](const Executor& e) { return e.backend().name(); })
         .def_property_readonly("description", [](const Executor& e) { return e.backend().description(); })
         .def_property_readonly("threads", &Executor::threads);

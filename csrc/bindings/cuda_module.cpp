@@ -4,22 +4,27 @@
 // global scope) and only then registers the backend with the core's registry. The
 // rest is what can be asked without running anything: device count, versions,
 // memory, and the cuDNN planner (which needs no GPU).
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <limits>
 #include <map>
 #include <string>
 
 #include "../backends/cuda/cuda_backend.h"
+#include "../backends/cuda/fused_program.h"
 #include "../backends/cuda/libraries.h"
 #include "../backends/cuda/planner.h"
 #include "../backends/cuda/resources.h"
+#include "../backends/nchw/plan.h"
 #include "../net/network.h"
 #include "cuda_libraries.h"
 
 namespace py = pybind11;
 using namespace lenet;
 namespace lib = lenet::cuda::lib;
+namespace fused = lenet::cuda::fused;
 
 namespace {
 
@@ -116,6 +121,74 @@ py::list plan(const std::shared_ptr<Network>& net, int batch, bool allow_tf32) {
     return out;
 }
 
+// The fused path's decision for a network and batch capacity, device-free: the
+// rule of fused_program.h with the limits given (path "auto" or "fused").
+fused::Program fused_program(const Network& net, int capacity, int min_blocks, int shared_bytes,
+                             const std::string& path, std::string* why) {
+    if (path != "auto" && path != "fused") throw InputError("path must be 'auto' or 'fused', not '" + path + "'");
+    fused::Limits limits;
+    limits.shared_bytes = shared_bytes;
+    if (path == "fused") limits.max_macs = limits.max_weight_bytes = std::numeric_limits<int64_t>::max();
+    return fused::fused_plan(net.steps(), capacity, min_blocks, limits, why);
+}
+
+py::dict fused_plan(const std::shared_ptr<Network>& net, int capacity, int min_blocks, int shared_bytes,
+                    const std::string& path) {
+    std::string why;
+    const fused::Program p = fused_program(*net, capacity, min_blocks, shared_bytes, path, &why);
+    py::dict d;
+    d["fused"] = !p.ops.empty();
+    d["why"] = why;
+    if (p.ops.empty()) return d;
+    d["summary"] = p.summary();
+    d["images_per_block"] = p.tile.images;
+    d["threads_per_block"] = p.threads;
+    d["shared_bytes"] = int64_t(p.shared_floats) * 4;
+    py::list ops;
+    for (const fused::Op& op : p.ops) {
+        py::dict o;
+        o["code"] = fused::to_string(op.code);
+        o["step"] = op.step;
+        o["pooled"] = op.pool_kh > 0;
+        o["out"] = py::make_tuple(op.out_c, op.out_h, op.out_w);
+        o["splits"] = op.splits;
+        ops.append(o);
+    }
+    d["ops"] = ops;
+    return d;
+}
+
+// What the fused kernel computes, run on the host (fused::emulate): x is n images
+// in NCHW order, float32 (or uint8 pixels times scale). For tests: the kernel's
+// arithmetic and indexing, checked without a GPU.
+py::array_t<float> fused_emulate(const std::shared_ptr<Network>& net, const py::array& x, int capacity, int min_blocks,
+                                 int shared_bytes, float scale) {
+    std::string why;
+    fused::Program p = fused_program(*net, capacity, min_blocks, shared_bytes, "fused", &why);
+    if (p.ops.empty()) throw UnsupportedModelError("not on the fused path: " + why);
+    std::vector<nchw::Constants> constants;
+    for (const Step& s : net->steps()) constants.push_back(nchw::constants(s));
+    for (fused::Op& op : p.ops) {
+        op.weights = constants[size_t(op.step)].weights.data();
+        op.bias = constants[size_t(op.step)].bias.data();
+    }
+    const bool pixels = py::isinstance<py::array_t<uint8_t>>(x) && x.dtype().kind() == 'u';
+    const int64_t size = p.tile.input_size;
+    if (x.ndim() < 1 || x.size() % size != 0)
+        throw InputError("expected images of " + std::to_string(size) + " values, got an array of " +
+                         std::to_string(x.size()));
+    const int n = int(x.size() / size);
+    py::array_t<float> y({int64_t(n), int64_t(p.tile.output_size)});
+    if (pixels) {
+        auto a = py::array_t < uint8_t, py::array::c_style | py::array::forcecast > ::ensure(x);
+        fused::emulate(p, nullptr, a.data(), scale, y.mutable_data(), n);
+    } else {
+        auto a = py::array_t < float, py::array::c_style | py::array::forcecast > ::ensure(x);
+        fused::emulate(p, a.data(), nullptr, 1.f, y.mutable_data(), n);
+    }
+    return y;
+}
+
 py::dict memory() {
     py::dict d;
     size_t free = 0, total = 0;
@@ -174,6 +247,15 @@ PYBIND11_MODULE(_cuda, m) {
     m.def("algorithm_name", &cuda::algorithm_name, py::arg("algo"));
     m.def("cublas_workspace_bytes", &cuda::cublas_workspace_bytes, py::arg("major"),
           "The cuBLAS workspace the backend gives a GPU of this compute capability major.");
+    m.def("fused_plan", &fused_plan, py::arg("network"), py::arg("capacity"), py::arg("min_blocks") = 264,
+          py::arg("shared_bytes") = 232448, py::arg("path") = "auto",
+          "The fused whole-network kernel's decision for this network and plan capacity, without a GPU: "
+          "fused or not (why), its ops, images and threads per block, shared memory. The defaults are an "
+          "H100's (132 SMs x 2, 227 KiB a block).");
+    m.def("fused_emulate", &fused_emulate, py::arg("network"), py::arg("x"), py::arg("capacity"),
+          py::arg("min_blocks") = 264, py::arg("shared_bytes") = 232448, py::arg("scale") = 1.f,
+          "The fused kernel's arithmetic run on the host, thread by thread and phase by phase (tests): outputs "
+          "for x, n images in NCHW order (float32, or uint8 pixels times scale).");
     m.def("plan", &plan, py::arg("network"), py::arg("batch"), py::arg("allow_tf32") = false,
           "The cuDNN planner's descriptors for each step, the math type each convolution descriptor holds and "
           "whether cuDNN's fused call is tried: runs without a GPU.");

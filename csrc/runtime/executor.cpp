@@ -22,6 +22,8 @@ struct Executor::Plan {
         int slot = -1;
     };
     std::vector<Node> nodes;
+    bool whole_network = false;  // one node runs every step
+    std::string why;             // why not (Backend::network_kernel)
     std::vector<Buffer> slots;           // activation buffers, shared by nodes whose outputs do not overlap in time
     std::unique_ptr<Stream> stream;
     std::vector<float> staged_in, staged_out;  // host copies in the backend's order, when it differs
@@ -52,9 +54,8 @@ Executor::Executor(std::shared_ptr<const Network> network, std::unique_ptr<Backe
 
 Executor::~Executor() = default;
 
-std::unique_ptr<Executor::Plan> Executor::make_plan(int capacity) {
-    auto plan = std::make_unique<Plan>();
-    plan->capacity = capacity;
+// A kernel per step, or per fused adjacent pair where the backend has one.
+void Executor::build_step_nodes(Plan& plan, int capacity, std::vector<int64_t>& out_size) {
     const auto& steps = network_->steps();
     const int count = int(steps.size());
     // Readers of each step's output, to know which adjacent pairs may be fused.
@@ -64,7 +65,6 @@ std::unique_ptr<Executor::Plan> Executor::make_plan(int capacity) {
             if (v >= 0) ++readers[v];
 
     std::vector<int> node_of(count, -1);  // step -> the node that produces its output
-    std::vector<int64_t> out_size;        // per node: floats per image it writes
     for (int i = 0; i < count;) {
         std::unique_ptr<Kernel> k;
         const bool pair = i + 1 < count && readers[i] == 1 && steps[i + 1].inputs == std::vector<int>{i};
@@ -76,10 +76,32 @@ std::unique_ptr<Executor::Plan> Executor::make_plan(int capacity) {
         node.first = i, node.last = last;
         for (int v : steps[i].inputs) node.inputs.push_back(v < 0 ? -1 : node_of[v]);
         node.args.resize(node.inputs.size());
-        node_of[i] = node_of[last] = int(plan->nodes.size());
+        node_of[i] = node_of[last] = int(plan.nodes.size());
         out_size.push_back(steps[last].out.size());
-        plan->nodes.push_back(std::move(node));
+        plan.nodes.push_back(std::move(node));
         i = last + 1;
+    }
+}
+
+std::unique_ptr<Executor::Plan> Executor::make_plan(int capacity) {
+    auto plan = std::make_unique<Plan>();
+    plan->capacity = capacity;
+    const auto& steps = network_->steps();
+    const int count = int(steps.size());
+    std::vector<int64_t> out_size;  // per node: floats per image it writes
+    std::vector<const StepConstants*> constants;
+    for (const auto& c : constants_) constants.push_back(c.get());
+    if (auto whole = backend_->network_kernel(steps, constants, capacity, &plan->why)) {
+        Plan::Node node;
+        node.kernel = std::move(whole);
+        node.first = 0, node.last = count - 1;
+        node.inputs = {-1};
+        node.args.resize(1);
+        out_size.push_back(network_->output_size());
+        plan->nodes.push_back(std::move(node));
+        plan->whole_network = true;
+    } else {
+        build_step_nodes(*plan, capacity, out_size);
     }
 
     // Slots: a node's output takes a free slot; a slot frees after its value's last reader.
@@ -123,6 +145,8 @@ std::vector<Executor::PlanReport> Executor::describe() {
             const Plan& plan = *plans.front();
             PlanReport r;
             r.capacity = capacity;
+            r.whole_network = plan.whole_network;
+            r.why = plan.why;
             r.stream = plan.stream->facts();
             for (const Plan::Node& node : plan.nodes) r.nodes.push_back({node.first, node.last, node.kernel->facts()});
             out.push_back(std::move(r));
@@ -148,16 +172,16 @@ void Executor::release(std::unique_ptr<Plan> plan) {
     free_plans_[plan->capacity].push_back(std::move(plan));
 }
 
-void Executor::run_chunk(Plan& plan, const float* x, float* y, int n, ThreadPool* spare) {
+void Executor::run_chunk(Plan& plan, HostInput x, float* y, int n, ThreadPool* spare) {
     const Dims in = network_->input().d, out = network_->output().d;
     const bool nchw = backend_->layout() == Layout::nchw;
-    if (transpose_input_) {
+    if (transpose_input_) {  // (pixels are converted before: see run)
         float* t = plan.staged_in.data();
         if (nchw)
-            nhwc_to_nchw(x, t, n, in);
+            nhwc_to_nchw(x.values, t, n, in);
         else
-            nchw_to_nhwc(x, t, n, in);
-        x = t;
+            nchw_to_nhwc(x.values, t, n, in);
+        x.values = t;
     }
     float* result = transpose_output_ ? plan.staged_out.data() : y;
     plan.stream->forward(x, result, n, [&plan, spare](const float* src, float* dst, int m) {
@@ -239,20 +263,24 @@ void Executor::run(Input input, float* y, int64_t n, Output output) {
         try {
             for (int64_t b = begin; b < end; b += capacity) {
                 const int m = int(std::min<int64_t>(capacity, end - b));
-                const float* xb;
-                if (input.pixels) {
+                HostInput xb;
+                if (input.pixels && backend_->takes_pixels() && !transpose_input_) {
+                    // Bytes to the backend's stream, which scales them (a GPU uploads 4x fewer bytes).
+                    xb.pixels = input.pixels + b * in_size;
+                    xb.scale = input.scale;
+                } else if (input.pixels) {
                     // Finite by construction (bytes times a finite scale).
                     std::vector<float>& f = plan->converted;
                     f.resize(size_t(capacity) * in_size);
                     const uint8_t* p = input.pixels + b * in_size;
                     for (int64_t i = 0; i < m * in_size; ++i) f[i] = float(p[i]) * input.scale;
-                    xb = f.data();
+                    xb.values = f.data();
                 } else {
-                    xb = input.values + b * in_size;
+                    xb.values = input.values + b * in_size;
                     // NaN or infinite inputs would come out as NaN: refused, never a silent
                     // answer. So is an output that overflowed (inputs or weights too large
                     // for float32 activations).
-                    if (const int64_t bad = first_non_finite(xb, m, in_size); bad >= 0)
+                    if (const int64_t bad = first_non_finite(xb.values, m, in_size); bad >= 0)
                         throw InputError("image " + std::to_string(b + bad) +
                                          " of the batch holds NaN or infinite values");
                 }

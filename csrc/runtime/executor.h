@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "../backends/backend.h"
@@ -51,6 +52,8 @@ public:
     // What the plans made so far decided (those not running a call right now).
     struct PlanReport {
         int capacity = 0;
+        bool whole_network = false;  // one kernel runs every step (Backend::network_kernel)
+        std::string why;  // why not, when the backend has such a kernel
         Facts stream;
         struct Node {
             int first = 0, last = 0;  // the steps this kernel runs (a fused pair: two)
@@ -67,9 +70,10 @@ public:
 private:
     struct Plan;
     std::unique_ptr<Plan> make_plan(int capacity);
+    void build_step_nodes(Plan& plan, int capacity, std::vector<int64_t>& out_size);
     std::unique_ptr<Plan> acquire(int capacity);
     void release(std::unique_ptr<Plan> plan);
-    void run_chunk(Plan& plan, const float* x, float* y, int n, ThreadPool* spare);
+    void run_chunk(Plan& plan, HostInput x, float* y, int n, ThreadPool* spare);
 
     std::shared_ptr<const Network> network_;
     std::unique_ptr<Backend> backend_;

@@ -30,4 +30,14 @@ std::string tuple_str(const std::vector<T>& v) {
     return s + (v.size() == 1 ? ",)" : ")");
 }
 
+// 13883904 -> "13,883,904".
+inline std::string grouped_str(int64_t v) {
+    std::string digits = number_str(v < 0 ? -v : v), out;
+    for (size_t i = 0; i < digits.size(); ++i) {
+        if (i && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return (v < 0 ? "-" : "") + out;
+}
+
 }  // namespace lenet

@@ -43,10 +43,14 @@ class Engine:
     "cpu" or "cuda". ``threads``: CPU worker threads (default: the CPUs available).
     ``input_scale`` overrides the pixel scale the file records. CUDA only:
     ``allow_tf32`` permits TF32 tensor-core math (faster, no longer within 1e-5 of
-    Keras); ``cuda_graphs=False`` launches each layer instead of replaying a graph.
-    CPU only: ``cpu_kernels`` is "auto" (the best hand-written kernels this CPU
-    runs), "avx512", "avx2", "generic", or "blas" (im2col + OpenBLAS SGEMM: the
-    reference path); ``lenet.cpu_kernel_sets()`` lists what this CPU runs.
+    Keras); ``cuda_graphs=False`` launches each layer instead of replaying a graph;
+    ``cuda_path`` is "auto" (a LeNet-sized chain of layers runs as one fused kernel
+    of lenet's own, anything else on cuDNN + cuBLAS), "fused" (the fused kernel
+    wherever it can run the network) or "library" (cuDNN + cuBLAS always);
+    ``describe()`` says which each plan took and why. CPU only: ``cpu_kernels`` is
+    "auto" (the best hand-written kernels this CPU runs), "avx512", "avx2",
+    "generic", or "blas" (im2col + OpenBLAS SGEMM: the reference path);
+    ``lenet.cpu_kernel_sets()`` lists what this CPU runs.
     One Engine may be called from several threads at once.
 
     ``close()`` (or a ``with`` block) releases what the engine holds (on CUDA: its
@@ -66,6 +70,7 @@ class Engine:
         allow_tf32: bool = False,
         cuda_graphs: bool = True,
         cpu_kernels: str = "auto",
+        cuda_path: str = "auto",
     ):
         self.model = weights if isinstance(weights, Model) else load(weights, arch=arch)
         threads_asked = threads
@@ -79,7 +84,11 @@ class Engine:
         self.device = resolve_device(device)
         if not isinstance(cpu_kernels, str):
             raise InputError(f"cpu_kernels must be a string, got {cpu_kernels!r}")
-        self._executor = _core.Executor(self.model.network, self.device, threads, allow_tf32, cuda_graphs, cpu_kernels)
+        if cuda_path not in ("auto", "fused", "library"):
+            raise InputError(f"cuda_path must be 'auto', 'fused' or 'library', got {cuda_path!r}")
+        self._executor = _core.Executor(
+            self.model.network, self.device, threads, allow_tf32, cuda_graphs, cpu_kernels, cuda_path
+        )
         # What a copy of this Engine in another process is made with (see __reduce__): the
         # device and thread count as asked ("auto" is decided again where it lands).
         self._made_with = {
@@ -89,6 +98,7 @@ class Engine:
             "allow_tf32": allow_tf32,
             "cuda_graphs": cuda_graphs,
             "cpu_kernels": cpu_kernels,
+            "cuda_path": cuda_path,
         }
         self._options = {
             "tf32": bool(allow_tf32) and self.device == "cuda",
@@ -145,8 +155,13 @@ class Engine:
         for plan in d["plans"]:
             if plan["execution"]:
                 lines.append(f"batch capacity {plan['capacity']}: {plan['execution']} ({plan['why']})")
+            if plan["kernels"] == "network":
+                lines.append(f"batch capacity {plan['capacity']}: one fused kernel for the whole network")
+            elif plan["kernels_why"]:
+                lines.append(f"batch capacity {plan['capacity']}: a kernel per layer ({plan['kernels_why']})")
         for s in d["steps"]:
-            facts = [f"{k}={s[k]}" for k in ("algorithm", "math", "fused", "workspace_bytes") if s.get(k) is not None]
+            keys = ("algorithm", "math", "fused", "workspace_bytes", "program")
+            facts = [f"{k}={s[k]}" for k in keys if s.get(k) is not None]
             if facts:
                 lines.append(
                     f"  {s['op']:<12} {s['layers']:<24} "
@@ -159,7 +174,9 @@ class Engine:
         """What the engine decided for its device, as data: ``device``,
         ``description``, ``tf32`` and ``graphs`` (as asked), ``plans`` (one per batch
         capacity planned so far: ``capacity``, ``execution`` "graph", "eager" or
-        "pending" on CUDA, None on the CPU, and ``why``), and ``steps`` (per kernel
+        "pending" on CUDA, None on the CPU, and ``why``; ``kernels``: "network" when one
+        fused kernel runs every layer, else "steps", and ``kernels_why``: why not, on
+        CUDA), and ``steps`` (per kernel
         of each plan: ``op``, ``layers``, ``capacity``, ``algorithm`` ("winograd"
         for the CPU's Winograd convolutions, None for its direct ones; cuDNN's on
         CUDA), and on CUDA ``math``, ``deterministic``, ``checked`` (how the
@@ -182,7 +199,13 @@ class Engine:
         for plan in plans:
             stream = plan["stream"]
             out["plans"].append(
-                {"capacity": plan["capacity"], "execution": stream.get("execution"), "why": stream.get("why", "")}
+                {
+                    "capacity": plan["capacity"],
+                    "execution": stream.get("execution"),
+                    "why": stream.get("why", ""),
+                    "kernels": "network" if plan["whole_network"] else "steps",
+                    "kernels_why": plan["why"],
+                }
             )
             for kernel in plan["kernels"]:
                 first, last = kernel.pop("steps")

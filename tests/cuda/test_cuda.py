@@ -704,9 +704,10 @@ def test_shipped_models_match_keras(name, mnist_x):
 
 
 @pytest.mark.requires_cuda
-def test_graph_replay_equals_eager_and_batch_sizes(mnist_x):
-    graph = lenet.Engine("lenet-tf", device="cuda")
-    eager = lenet.Engine("lenet-tf", device="cuda", cuda_graphs=False)
+@pytest.mark.parametrize("name", ["lenet-tf", "lenet5"])  # cuDNN + cuBLAS, and the fused kernel
+def test_graph_replay_equals_eager_and_batch_sizes(name, mnist_x):
+    graph = lenet.Engine(name, device="cuda")
+    eager = lenet.Engine(name, device="cuda", cuda_graphs=False)
     x = np.concatenate([mnist_x] * 5)  # 5000 images: past the largest plan
     for n in (1, 2, 63, 64, 65, 1000, 5000):
         a, b = graph.predict_proba(x[:n]), eager.predict_proba(x[:n])
@@ -753,7 +754,7 @@ def test_engines_release_what_they_hold():
 
 @pytest.mark.requires_cuda
 def test_describe_reports_algorithms_fusion_and_graphs(mnist_x):
-    eng = lenet.Engine("lenet5", device="cuda")
+    eng = lenet.Engine("lenet5", device="cuda", cuda_path="library")
     eng.predict_proba(mnist_x[:1])
     d = eng.describe()
     assert d["device"] == "cuda" and d["tf32"] is False and d["graphs"] is True
@@ -772,7 +773,7 @@ def test_describe_reports_algorithms_fusion_and_graphs(mnist_x):
             "WINOGRAD_NONFUSED",
         }, s
         assert isinstance(s["fused"], bool) and s["fusion"] and s["workspace_bytes"] >= 0 and s["math"] == "FP32"
-    eager = lenet.Engine("lenet5", device="cuda", cuda_graphs=False)
+    eager = lenet.Engine("lenet5", device="cuda", cuda_graphs=False, cuda_path="library")
     eager.predict_proba(mnist_x[:1])
     e = eager.describe()
     assert e["plans"][0]["execution"] == "eager" and "turned off" in e["plans"][0]["why"]

@@ -22,7 +22,7 @@ constexpr int kMaxBatch = 64;
 
 class HostStream : public Stream {
 public:
-    void forward(const float* x, float* y, int n, const LayerWalk& layers) override { layers(x, y, n); }
+    void forward(HostInput x, float* y, int n, const LayerWalk& layers) override { layers(x.values, y, n); }
 };
 
 class CpuBackend : public Backend {

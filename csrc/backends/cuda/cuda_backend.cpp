@@ -4,7 +4,9 @@
 // planned before the first call: weights uploaded once per engine; descriptors,
 // workspaces and buffers once per plan; each convolution's algorithm once per
 // process and shape (conv.cpp); the whole forward pass captured into a CUDA graph
-// on the first call and replayed after (stream.cpp).
+// on the first call and replayed after (stream.cpp). A LeNet-sized chain runs
+// instead as one kernel of ours (fused_kernel.cpp), cuDNN and cuBLAS being the
+// general path it falls back to.
 //
 // Concurrency: one cuDNN handle, one cuBLAS handle and one stream per engine; a
 // mutex lets one call at a time use them (calls from several threads are
@@ -31,6 +33,9 @@ public:
         LENET_CHECK(cudaGetDeviceProperties(&prop, 0));
         ctx_.device_name = prop.name;
         ctx_.cc_major = prop.major;
+        ctx_.sm_count = prop.multiProcessorCount;
+        ctx_.shared_optin = int(prop.sharedMemPerBlockOptin);
+        ctx_.path = options.cuda_path;
         ctx_.allow_tf32 = options.allow_tf32;
         ctx_.graphs = options.cuda_graphs;
         const char* fault = std::getenv("LENET_CUDA_TEST_CAPTURE_FAULT");
@@ -61,7 +66,7 @@ public:
     std::string description() const override {
         return "CUDA, " + ctx_.device_name + " (sm_" + std::to_string(ctx_.cc_major) + "x), cuDNN " +
                std::to_string(lib::cudnnGetVersion()) + (ctx_.allow_tf32 ? ", TF32 allowed" : ", FP32") +
-               (ctx_.graphs ? ", CUDA graphs" : ", no graphs") + ", cuBLAS workspace " +
+               (ctx_.graphs ? ", CUDA graphs" : ", no graphs") + ", path " + ctx_.path + ", cuBLAS workspace " +
                std::to_string(ctx_.cublas_workspace_bytes >> 20) + " MiB";
     }
     Layout layout() const override { return Layout::nchw; }
@@ -101,6 +106,14 @@ public:
                 throw CudaError(std::string("CUDA backend: no kernel for ") + to_string(s.op));
         }
     }
+
+    std::unique_ptr<Kernel> network_kernel(const std::vector<Step>& steps,
+                                           const std::vector<const StepConstants*>& constants, int capacity,
+                                           std::string* why) override {
+        std::lock_guard<std::mutex> lock(ctx_.mutex);
+        return make_network_kernel(ctx_, steps, constants, capacity, why);
+    }
+    bool takes_pixels() const override { return true; }
 
     Buffer alloc(size_t floats) override {
         const Allocation a = device_alloc(floats * sizeof(float)).release_ownership();

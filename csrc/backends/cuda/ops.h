@@ -23,8 +23,11 @@ struct Context {
     bool allow_tf32 = false;
     bool graphs = true;
     bool capture_fault = false;  // tests: make every graph capture fail (LENET_CUDA_TEST_CAPTURE_FAULT)
+    std::string path = "auto";   // BackendOptions::cuda_path
     std::string device_name;
     int cc_major = 0;
+    int sm_count = 0;
+    int shared_optin = 0;  // shared memory a block may ask for, bytes
     StreamHandle stream;
     DeviceMemory cublas_workspace;
     size_t cublas_workspace_bytes = 0;
@@ -74,6 +77,11 @@ std::unique_ptr<Kernel> make_pointwise_kernel(Context& ctx, StepPlan plan, const
 // Padding and cropping, reshape, permute, resize, concatenation.
 std::unique_ptr<Kernel> make_tensor_kernel(Context& ctx, StepPlan plan);
 bool is_pointwise(OpKind op);
+
+// The fused whole-network kernel (fused_program.h) for `steps`, or null with *why.
+std::unique_ptr<Kernel> make_network_kernel(Context& ctx, const std::vector<Step>& steps,
+                                            const std::vector<const StepConstants*>& constants, int capacity,
+                                            std::string* why);
 
 // Pinned staging, device input/output and the captured graph of one plan.
 std::unique_ptr<Stream> make_graph_stream(Context& ctx, int capacity, int64_t input_size, int64_t output_size);

@@ -1,9 +1,11 @@
 // A plan's stream: pinned staging, device input and output, and the CUDA graph of
 // the whole forward pass (input copy, layers, output copy), captured on the first
 // call and replayed after. Every copy runs on the engine's stream, never the legacy
-// default stream (not ordered with it).
+// default stream (not ordered with it). uint8 pixels travel as bytes (a quarter of
+// float32's) and are scaled on the device; each input kind has its own graph.
 #include <cstring>
 
+#include "fused.cuh"
 #include "ops.h"
 
 namespace lenet::cuda {
@@ -16,41 +18,65 @@ public:
           capacity_(capacity),
           in_bytes_(size_t(input_size) * sizeof(float)),
           out_bytes_(size_t(output_size) * sizeof(float)),
+          pixels_(size_t(input_size) * capacity),
           pinned_in_(pinned_alloc(in_bytes_ * capacity)),
+          pinned_pixels_(pinned_alloc(pixels_)),
           pinned_out_(pinned_alloc(out_bytes_ * capacity)),
           dev_in_(device_alloc(in_bytes_ * capacity)),
+          dev_pixels_(device_alloc(pixels_)),
           dev_out_(device_alloc(out_bytes_ * capacity)),
           graphs_(ctx.graphs),
           why_(ctx.graphs ? "not run yet" : "CUDA graphs turned off (cuda_graphs=False)") {
         // Rows past a call's n are computed too: keep them finite.
         std::memset(pinned_in_.get(), 0, in_bytes_ * capacity);
+        std::memset(pinned_pixels_.get(), 0, pixels_);
     }
 
-    void forward(const float* x, float* y, int n, const LayerWalk& layers) override {
+    void forward(HostInput x, float* y, int n, const LayerWalk& layers) override {
         std::lock_guard<std::mutex> lock(ctx_.mutex);
-        std::memcpy(pinned_in_.get(), x, in_bytes_ * n);
-        cudaStream_t s = ctx_.stream.get();
-        if (!exec_ && graphs_) {
-            enqueue(layers);  // warm-up: first-touch costs stay out of the graph
-            LENET_CHECK(cudaStreamSynchronize(s));
-            capture(layers);
+        const Kind kind = x.pixels ? Kind::pixels : Kind::values;
+        if (x.pixels) {
+            std::memcpy(pinned_pixels_.get(), x.pixels, pixels_ / capacity_ * n);
+            if (x.scale != scale_) {
+                scale_ = x.scale;
+                exec_[int(Kind::pixels)].reset();  // the graph holds the scale: captured again
+            }
+        } else {
+            std::memcpy(pinned_in_.get(), x.values, in_bytes_ * n);
         }
-        if (exec_)
-            LENET_CHECK(cudaGraphLaunch(exec_.get(), s));
+        cudaStream_t s = ctx_.stream.get();
+        GraphExec& exec = exec_[int(kind)];
+        if (!exec && graphs_) {
+            enqueue(kind, layers);  // warm-up: first-touch costs stay out of the graph
+            LENET_CHECK(cudaStreamSynchronize(s));
+            capture(kind, layers);
+        }
+        if (exec)
+            LENET_CHECK(cudaGraphLaunch(exec.get(), s));
         else
-            enqueue(layers);
+            enqueue(kind, layers);
         LENET_CHECK(cudaStreamSynchronize(s));
         std::memcpy(y, pinned_out_.get(), out_bytes_ * n);
     }
 
     Facts facts() const override {
-        return {{"execution", std::string(exec_ ? "graph" : graphs_ ? "pending" : "eager")}, {"why", why_}};
+        const bool any = exec_[0] || exec_[1];
+        return {{"execution", std::string(any ? "graph" : graphs_ ? "pending" : "eager")}, {"why", why_}};
     }
 
 private:
-    void enqueue(const LayerWalk& layers) {
+    enum class Kind { values, pixels };
+
+    void enqueue(Kind kind, const LayerWalk& layers) {
         cudaStream_t s = ctx_.stream.get();
-        LENET_CHECK(cudaMemcpyAsync(dev_in_.get(), pinned_in_.get(), in_bytes_ * capacity_, cudaMemcpyHostToDevice, s));
+        if (kind == Kind::pixels) {
+            LENET_CHECK(cudaMemcpyAsync(dev_pixels_.get(), pinned_pixels_.get(), pixels_, cudaMemcpyHostToDevice, s));
+            LENET_CHECK(fused::launch_scale_pixels(static_cast<const uint8_t*>(dev_pixels_.get()), f(dev_in_),
+                                                   int64_t(pixels_), scale_, s));
+        } else {
+            LENET_CHECK(
+                cudaMemcpyAsync(dev_in_.get(), pinned_in_.get(), in_bytes_ * capacity_, cudaMemcpyHostToDevice, s));
+        }
         layers(f(dev_in_), f(dev_out_), capacity_);
         LENET_CHECK(
             cudaMemcpyAsync(pinned_out_.get(), dev_out_.get(), out_bytes_ * capacity_, cudaMemcpyDeviceToHost, s));
@@ -59,7 +85,7 @@ private:
     // Records the forward pass into a graph. If this CUDA/cuDNN cannot capture it
     // (an uncapturable call, a driver that refuses), the plan runs eagerly from
     // then on, this call included, and facts() says why.
-    void capture(const LayerWalk& layers) {
+    void capture(Kind kind, const LayerWalk& layers) {
         cudaStream_t s = ctx_.stream.get();
         std::string failed;
         cudaGraph_t graph = nullptr;
@@ -68,7 +94,7 @@ private:
         } else {
             try {
                 if (ctx_.capture_fault) LENET_CHECK(cudaStreamSynchronize(s));  // not allowed while capturing
-                enqueue(layers);
+                enqueue(kind, layers);
             } catch (const CudaError& e) {
                 failed = e.what();
             }
@@ -82,7 +108,7 @@ private:
             if (const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0); e != cudaSuccess)
                 failed = "cudaGraphInstantiate: " + error_text(e);
             else
-                exec_.reset(exec);
+                exec_[int(kind)].reset(exec);
         }
         if (!failed.empty()) {
             (void)cudaGetLastError();
@@ -95,10 +121,11 @@ private:
 
     Context& ctx_;
     const int capacity_;
-    const size_t in_bytes_, out_bytes_;
-    PinnedMemory pinned_in_, pinned_out_;
-    DeviceMemory dev_in_, dev_out_;
-    GraphExec exec_;
+    const size_t in_bytes_, out_bytes_, pixels_;
+    PinnedMemory pinned_in_, pinned_pixels_, pinned_out_;
+    DeviceMemory dev_in_, dev_pixels_, dev_out_;
+    float scale_ = 1.f;
+    GraphExec exec_[2];  // per Kind
     bool graphs_;  // still to try, or in use; false after a failed capture
     std::string why_;
 };

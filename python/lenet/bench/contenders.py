@@ -137,11 +137,23 @@ def _tf_xla(ctx):
 # --- this engine -------------------------------------------------------------------------
 
 
-def _engine(ctx: Ctx, device: str, files: bool, cpu_kernels: str = "auto", cuda_graphs: bool = True):
+def _engine(
+    ctx: Ctx,
+    device: str,
+    files: bool,
+    cpu_kernels: str = "auto",
+    cuda_graphs: bool = True,
+    cuda_path: str = "auto",
+):
     import lenet
 
     engine = lenet.Engine(
-        ctx.weights, device=device, threads=ctx.threads, cpu_kernels=cpu_kernels, cuda_graphs=cuda_graphs
+        ctx.weights,
+        device=device,
+        threads=ctx.threads,
+        cpu_kernels=cpu_kernels,
+        cuda_graphs=cuda_graphs,
+        cuda_path=cuda_path,
     )
     if files:
         return lambda paths: np.stack([r.probabilities for r in engine.infer(paths)])
@@ -201,6 +213,47 @@ def _lenet_cuda(ctx):
 )
 def _lenet_cuda_eager(ctx):
     return _engine(ctx, "cuda", False, cuda_graphs=False)
+
+
+@contender(
+    "lenet-cuda-library",
+    (),
+    "lenet Engine(cuda_path='library').predict_proba(x), CUDA: cuDNN + cuBLAS for every model (the general path)",
+    device="cuda",
+)
+def _lenet_cuda_library(ctx):
+    return _engine(ctx, "cuda", False, cuda_path="library")
+
+
+@contender(
+    "lenet-cuda-fused",
+    (),
+    "lenet Engine(cuda_path='fused').predict_proba(x), CUDA: the whole network as one kernel of lenet's "
+    "wherever it can run it",
+    device="cuda",
+)
+def _lenet_cuda_fused(ctx):
+    return _engine(ctx, "cuda", False, cuda_path="fused")
+
+
+def _pixel_rows(ctx: Ctx, device: str) -> Callable:
+    """lenet.Engine.row_probabilities on the uint8 digits: the bytes go to the core as they
+    are and, on CUDA, cross PCIe as bytes (a quarter of float32's) to be scaled there."""
+    import lenet
+
+    engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads)
+    return lambda a: engine.row_probabilities(a.reshape((len(a),) + engine.image_shape))
+
+
+@contender(
+    "lenet-cuda-pixels",
+    (),
+    "lenet Engine.row_probabilities(uint8 digits), CUDA: bytes uploaded and scaled on the device",
+    device="cuda",
+    takes="pixels",
+)
+def _lenet_cuda_pixels(ctx):
+    return _pixel_rows(ctx, "cuda")
 
 
 @contender(

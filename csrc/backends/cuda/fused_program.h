@@ -1,0 +1,273 @@
+// The fused path: a whole LeNet-sized network as one CUDA kernel. Each thread
+// block runs every layer for a tile of images, its activations in shared memory,
+// the weights read through the caches; one launch per call instead of one (or
+// three) per layer, and nothing but the input and the answers crosses device
+// memory. It takes sequential networks of convolutions (with the max pooling
+// after them fused), pooling, dense layers, activations, affine steps and a final
+// softmax whose activations fit in shared memory; anything else runs on cuDNN
+// and cuBLAS (fused_plan says why).
+//
+// This header is the program (what the planner decides, host C++) and the work
+// of one phase of one op for thread `tid` of `threads` (host and device code).
+// The kernel (fused.cu) runs the phases with a barrier between them; emulate()
+// runs them on the host one thread index after another, which gives the same
+// result, so the CPU checks the kernel's arithmetic and indexing in CI.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../../net/network.h"
+#include "../activation_math.h"
+
+#if defined(__CUDACC__)
+#define LENET_FUSED_FN __host__ __device__ inline
+#else
+#define LENET_FUSED_FN inline
+#endif
+
+namespace lenet::cuda::fused {
+
+enum class Code : int { conv, max_pool, avg_pool, dense, activation, affine, softmax };
+const char* to_string(Code c);
+
+// One op of the program, over per-image CHW tensors in shared memory. Buffers: the
+// block's shared memory holds two ping-pong regions (and the dense partial sums);
+// image i of a region starts at base + i * stride.
+struct Op {
+    Code code = Code::activation;
+    int in_c = 1, in_h = 1, in_w = 1, out_c = 1, out_h = 1, out_w = 1;
+    int kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pad_top = 0, pad_left = 0;  // conv or pool window
+    // A max pooling fused after a convolution: its window over the conv's output
+    // (conv_h x conv_w); pool_kh == 0 when there is none.
+    int pool_kh = 0, pool_kw = 0, pool_sh = 1, pool_sw = 1, pool_top = 0, pool_left = 0, conv_h = 1, conv_w = 1;
+    Activation act;
+    bool log = false;   // softmax: its logarithm
+    int splits = 1;     // dense: the input rows split over this many threads per output, summed in a second phase
+    const float* weights = nullptr;  // conv OIHW; dense (in, out), rows in CHW order; affine scale
+    const float* bias = nullptr;     // conv / dense bias (never null); affine shift
+    int in_base = 0, in_stride = 0, out_base = 0, out_stride = 0, scratch_base = 0;  // floats into shared memory
+    int step = -1;  // the step whose constants it uses (the convolution of a fused conv + pool)
+    LENET_FUSED_FN int phases() const { return code == Code::dense && splits > 1 ? 2 : 1; }
+};
+
+// Where a tile's input and output live in shared memory (the first op's input
+// region, the last op's output region), per image.
+struct Tile {
+    int images = 1;  // per block: each weight read once serves this many images
+    int input_size = 0, output_size = 0;
+    int input_base = 0, input_stride = 0, output_base = 0, output_stride = 0;
+};
+
+// A network as the fused kernel runs it.
+struct Program {
+    std::vector<Op> ops;
+    Tile tile;
+    int threads = 256;      // per block
+    int shared_floats = 0;  // per block
+    std::string summary() const;  // e.g. "conv+max_pool 6x14x14, ..., dense 10, softmax; 4 images x 256 threads"
+};
+
+// What decides whether and how the fused path runs a network.
+struct Limits {
+    int shared_bytes = 227 * 1024;      // usable shared memory per block (cudaDevAttrMaxSharedMemoryPerBlockOptin)
+    int64_t max_macs = 2'000'000;       // multiply-adds per image (see fused_plan)
+    int64_t max_weight_bytes = 2 << 20;  // all constants
+};
+
+// The program for `steps` (weights and biases unset: the caller points them at
+// its copies), or an empty `ops` with `why` saying what keeps the network off the
+// fused path. `capacity` (the plan's batch) chooses the tile: up to 8 images per
+// block while the grid keeps `min_blocks` blocks (enough to fill the GPU), within
+// the shared memory limit.
+//
+// The rule: one block computes a whole image, so its time per image is the
+// network's multiply-adds over one SM's threads. Up to a few million per image
+// (lenet5: 0.42 M) that is microseconds and the fused path wins at every batch
+// (no launches, no activations through device memory); beyond (lenet-tf: 13.9 M,
+// 12.8 MB of dense weights that every tile reads again), cuDNN and cuBLAS spread
+// each layer over the whole GPU and keep their large GEMMs.
+Program fused_plan(const std::vector<Step>& steps, int capacity, int min_blocks, const Limits& limits,
+                   std::string* why);
+
+// The phase `phase` of `op` for thread `tid` of `threads`, over a tile of IPB
+// images in shared memory `smem`. Every weight a thread reads serves the IPB
+// images of the tile (their sums are held in registers side by side).
+template <int IPB>
+LENET_FUSED_FN void run_phase(const Op& op, int phase, float* smem, int tid, int threads) {
+    const float* in = smem + op.in_base;
+    float* out = smem + op.out_base;
+    switch (op.code) {
+        case Code::conv: {
+            const bool pooled = op.pool_kh > 0;
+            const int plane = op.out_h * op.out_w, total = op.out_c * plane;
+            const int in_plane = op.in_h * op.in_w, taps = op.kh * op.kw;
+            for (int o = tid; o < total; o += threads) {
+                const int oc = o / plane, oy = (o % plane) / op.out_w, ox = o % op.out_w;
+                const float* w_oc = op.weights + int64_t(oc) * op.in_c * taps;
+                const float b = op.bias[oc];
+                // Each conv position of the pool window (or the one position): act(sum + bias), their max.
+                const int wy0 = pooled ? oy * op.pool_sh - op.pool_top : oy;
+                const int wx0 = pooled ? ox * op.pool_sw - op.pool_left : ox;
+                const int wkh = pooled ? op.pool_kh : 1, wkw = pooled ? op.pool_kw : 1;
+                float best[IPB];
+                for (int i = 0; i < IPB; ++i) best[i] = -INFINITY;
+                for (int py = 0; py < wkh; ++py) {
+                    const int cy = wy0 + py;
+                    if (pooled && (cy < 0 || cy >= op.conv_h)) continue;  // absent pixels: max ignores them
+                    for (int px = 0; px < wkw; ++px) {
+                        const int cx = wx0 + px;
+                        if (pooled && (cx < 0 || cx >= op.conv_w)) continue;
+                        float acc[IPB];
+                        for (int i = 0; i < IPB; ++i) acc[i] = 0.f;
+                        for (int ic = 0; ic < op.in_c; ++ic) {
+                            const float* xc = in + ic * in_plane;
+                            const float* wc = w_oc + ic * taps;
+                            for (int ky = 0; ky < op.kh; ++ky) {
+                                const int iy = cy * op.sh - op.pad_top + ky * op.dh;
+                                if (iy < 0 || iy >= op.in_h) continue;  // zero padding
+                                for (int kx = 0; kx < op.kw; ++kx) {
+                                    const int ix = cx * op.sw - op.pad_left + kx * op.dw;
+                                    if (ix < 0 || ix >= op.in_w) continue;
+                                    const float w = wc[ky * op.kw + kx];
+                                    const int at = iy * op.in_w + ix;
+                                    for (int i = 0; i < IPB; ++i) acc[i] = fmaf(xc[i * op.in_stride + at], w, acc[i]);
+                                }
+                            }
+                        }
+                        for (int i = 0; i < IPB; ++i) {
+                            const float v = activate(op.act, acc[i] + b);
+                            best[i] = v > best[i] || v != v ? v : best[i];  // NaN propagates, as the CPU's max does
+                        }
+                    }
+                }
+                for (int i = 0; i < IPB; ++i) out[i * op.out_stride + o] = best[i];
+            }
+            break;
+        }
+        case Code::max_pool:
+        case Code::avg_pool: {
+            const bool is_max = op.code == Code::max_pool;
+            const int plane = op.out_h * op.out_w, total = op.out_c * plane;
+            for (int o = tid; o < total * IPB; o += threads) {
+                const int i = o / total, r = o % total;
+                const int c = r / plane, oy = (r % plane) / op.out_w, ox = r % op.out_w;
+                const float* x = in + i * op.in_stride + c * op.in_h * op.in_w;
+                float acc = is_max ? -INFINITY : 0.f;
+                int count = 0;
+                for (int ky = 0; ky < op.kh; ++ky) {
+                    const int iy = oy * op.sh - op.pad_top + ky;
+                    if (iy < 0 || iy >= op.in_h) continue;  // absent pixels
+                    for (int kx = 0; kx < op.kw; ++kx) {
+                        const int ix = ox * op.sw - op.pad_left + kx;
+                        if (ix < 0 || ix >= op.in_w) continue;
+                        const float v = x[iy * op.in_w + ix];
+                        if (is_max)
+                            acc = v > acc || v != v ? v : acc;
+                        else
+                            acc += v;
+                        ++count;
+                    }
+                }
+                out[i * op.out_stride + r] = is_max ? acc : acc / float(count);
+            }
+            break;
+        }
+        case Code::dense: {
+            const int units = op.out_c, rows = op.in_c * op.in_h * op.in_w, s = op.splits;
+            if (phase == 0) {
+                for (int t = tid; t < units * s; t += threads) {
+                    const int j = t % units, part = t / units;
+                    const int begin = int(int64_t(rows) * part / s), end = int(int64_t(rows) * (part + 1) / s);
+                    float acc[IPB];
+                    for (int i = 0; i < IPB; ++i) acc[i] = 0.f;
+                    for (int r = begin; r < end; ++r) {
+                        const float w = op.weights[int64_t(r) * units + j];
+                        for (int i = 0; i < IPB; ++i) acc[i] = fmaf(in[i * op.in_stride + r], w, acc[i]);
+                    }
+                    for (int i = 0; i < IPB; ++i) {
+                        if (s == 1)
+                            out[i * op.out_stride + j] = activate(op.act, acc[i] + op.bias[j]);
+                        else
+                            smem[op.scratch_base + (i * s + part) * units + j] = acc[i];
+                    }
+                }
+            } else {
+                for (int t = tid; t < units * IPB; t += threads) {
+                    const int i = t / units, j = t % units;
+                    float acc = 0.f;
+                    for (int part = 0; part < s; ++part) acc += smem[op.scratch_base + (i * s + part) * units + j];
+                    out[i * op.out_stride + j] = activate(op.act, acc + op.bias[j]);
+                }
+            }
+            break;
+        }
+        case Code::activation:
+        case Code::affine: {
+            const int plane = op.in_h * op.in_w, total = op.in_c * plane;
+            for (int t = tid; t < total * IPB; t += threads) {
+                const int i = t / total, r = t % total;
+                const float v = in[i * op.in_stride + r];
+                if (op.code == Code::activation) {
+                    out[i * op.out_stride + r] = activate(op.act, v);
+                } else {
+                    const int c = r / plane;
+                    out[i * op.out_stride + r] = v * op.weights[c] + op.bias[c];
+                }
+            }
+            break;
+        }
+        case Code::softmax: {
+            // One thread per image: the class vectors are short.
+            const int n = op.in_c;
+            for (int i = tid; i < IPB; i += threads) {
+                const float* x = in + i * op.in_stride;
+                float* y = out + i * op.out_stride;
+                float top = x[0];
+                for (int k = 1; k < n; ++k) top = x[k] > top ? x[k] : top;
+                float sum = 0.f;
+                for (int k = 0; k < n; ++k) sum += expf(x[k] - top);
+                if (op.log) {
+                    const float lse = logf(sum);
+                    for (int k = 0; k < n; ++k) y[k] = x[k] - top - lse;
+                } else {
+                    const float inv = 1.f / sum;
+                    for (int k = 0; k < n; ++k) y[k] = expf(x[k] - top) * inv;
+                }
+            }
+            break;
+        }
+    }
+}
+
+// The tile's input into shared memory: float32 values, or uint8 pixels times
+// `scale` (the same product as the host's float(p) * scale); images past `count`
+// are zeros (computed, never stored).
+LENET_FUSED_FN void load_tile(const Tile& t, const float* values, const uint8_t* pixels, float scale, int count,
+                              float* smem, int tid, int threads) {
+    const int size = t.input_size;
+    for (int k = tid; k < size * t.images; k += threads) {
+        const int i = k / size, r = k % size;
+        float v = 0.f;
+        if (i < count) v = pixels ? float(pixels[int64_t(i) * size + r]) * scale : values[int64_t(i) * size + r];
+        smem[t.input_base + i * t.input_stride + r] = v;
+    }
+}
+
+LENET_FUSED_FN void store_tile(const Tile& t, const float* smem, float* y, int count, int tid, int threads) {
+    const int size = t.output_size;
+    for (int k = tid; k < size * count; k += threads) {
+        const int i = k / size, r = k % size;
+        y[int64_t(i) * size + r] = smem[t.output_base + i * t.output_stride + r];
+    }
+}
+
+// The kernel's work on the host: every block of `n` images, each phase run for
+// every thread index before the next (what the kernel's barriers guarantee).
+// Weights and biases are host pointers here. For tests.
+void emulate(const Program& p, const float* values, const uint8_t* pixels, float scale, float* y, int n);
+
+}  // namespace lenet::cuda::fused
