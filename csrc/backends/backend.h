@@ -116,6 +116,9 @@ public:
         why->clear();
         return nullptr;
     }
+    // Whether the executor should time a network kernel against a kernel per step
+    // when it plans, and keep the faster (else it takes the network kernel).
+    virtual bool time_paths() const { return false; }
     // Whether this backend's streams take uint8 pixels (HostInput::pixels).
     virtual bool takes_pixels() const { return false; }
     virtual Buffer alloc(size_t floats) = 0;

@@ -1,11 +1,15 @@
 #include "executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "../net/layout.h"
 #include "../support/errors.h"
+#include "../support/format.h"
 
 namespace lenet {
 
@@ -83,15 +87,97 @@ void Executor::build_step_nodes(Plan& plan, int capacity, std::vector<int64_t>& 
     }
 }
 
+namespace {
+
+// What identifies a network's architecture to the choice between its whole-network
+// kernel and a kernel per step: its steps' kinds, shapes and windows.
+std::string architecture_key(const Backend& backend, const Network& net, int capacity) {
+    std::string key = backend.name() + " " + std::to_string(capacity);
+    for (const Step& s : net.steps()) {
+        key += ";" + std::string(to_string(s.op)) + ":";
+        for (int v : {s.in.h, s.in.w, s.in.c, s.out.h, s.out.w, s.out.c, s.kh, s.kw, s.sh, s.sw, s.dh, s.dw, s.groups,
+                      s.pad.top, s.pad.bottom, s.pad.left, s.pad.right, int(s.act.kind)})
+            key += std::to_string(v) + ",";
+        for (int v : s.inputs) key += std::to_string(v) + ",";
+    }
+    return key;
+}
+
+struct PathChoice {
+    bool whole = false;
+    std::string why;
+};
+
+// Choices made in this process, so that every engine of an architecture and capacity
+// runs the same kernels and gives the same bits (as cuDNN's algorithm per shape).
+std::mutex path_choices_mutex;
+std::map<std::string, PathChoice> path_choices;
+
+}  // namespace
+
 std::unique_ptr<Executor::Plan> Executor::make_plan(int capacity) {
-    auto plan = std::make_unique<Plan>();
-    plan->capacity = capacity;
-    const auto& steps = network_->steps();
-    const int count = int(steps.size());
-    std::vector<int64_t> out_size;  // per node: floats per image it writes
     std::vector<const StepConstants*> constants;
     for (const auto& c : constants_) constants.push_back(c.get());
-    if (auto whole = backend_->network_kernel(steps, constants, capacity, &plan->why)) {
+    std::string why;
+    std::unique_ptr<Kernel> whole = backend_->network_kernel(network_->steps(), constants, capacity, &why);
+    if (!whole || !backend_->time_paths()) {
+        auto plan = build_plan(capacity, std::move(whole));
+        plan->why = why;
+        return plan;
+    }
+    // Both can run it: the faster, timed once per architecture and capacity in the process.
+    const std::string key = architecture_key(*backend_, *network_, capacity);
+    std::optional<PathChoice> known;
+    {
+        std::lock_guard<std::mutex> lock(path_choices_mutex);
+        if (auto it = path_choices.find(key); it != path_choices.end()) known = it->second;
+    }
+    if (!known) {
+        auto fused = build_plan(capacity, std::move(whole));
+        auto layered = build_plan(capacity, nullptr);
+        const double t_fused = time_plan(*fused), t_layered = time_plan(*layered);
+        PathChoice c;
+        c.whole = t_fused <= t_layered;
+        c.why = std::string(c.whole ? "faster" : "slower") +
+                " as one kernel: " + number_str(std::round(t_fused * 10) / 10) + " us against " +
+                number_str(std::round(t_layered * 10) / 10) + " us a call with a kernel per layer (capacity " +
+                std::to_string(capacity) + ", median of " + std::to_string(kTimedCalls) +
+                " calls, timed when first planned)";
+        {
+            std::lock_guard<std::mutex> lock(path_choices_mutex);
+            known = path_choices.emplace(key, c).first->second;  // another thread's choice, if it came first
+        }
+        auto& kept = known->whole ? fused : layered;
+        kept->why = known->why;
+        return std::move(kept);
+    }
+    auto plan = build_plan(capacity, known->whole ? std::move(whole) : nullptr);
+    plan->why = known->why;
+    return plan;
+}
+
+double Executor::time_plan(Plan& plan) {
+    const int64_t in_size = network_->input().d.size();
+    std::vector<float> x(size_t(plan.capacity) * in_size, 0.f), y(size_t(plan.capacity) * network_ -> output_size());
+    HostInput input;
+    input.values = x.data();
+    std::vector<double> times;
+    for (int i = 0; i < kTimedCalls + 2; ++i) {  // two first: the graph's capture, first touches
+        const auto start = std::chrono::steady_clock::now();
+        run_chunk(plan, input, y.data(), plan.capacity, nullptr);
+        const std::chrono::duration<double, std::micro> t = std::chrono::steady_clock::now() - start;
+        if (i >= 2) times.push_back(t.count());
+    }
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    return times[times.size() / 2];
+}
+
+std::unique_ptr<Executor::Plan> Executor::build_plan(int capacity, std::unique_ptr<Kernel> whole) {
+    auto plan = std::make_unique<Plan>();
+    plan->capacity = capacity;
+    const int count = int(network_->steps().size());
+    std::vector<int64_t> out_size;  // per node: floats per image it writes
+    if (whole) {
         Plan::Node node;
         node.kernel = std::move(whole);
         node.first = 0, node.last = count - 1;

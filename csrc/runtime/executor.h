@@ -69,8 +69,13 @@ public:
 
 private:
     struct Plan;
+    // A new plan of `capacity`: the backend's whole-network kernel or a kernel per step;
+    // where both can run and the backend asks for it (time_paths), the faster one.
     std::unique_ptr<Plan> make_plan(int capacity);
+    std::unique_ptr<Plan> build_plan(int capacity, std::unique_ptr<Kernel> whole);
     void build_step_nodes(Plan& plan, int capacity, std::vector<int64_t>& out_size);
+    static constexpr int kTimedCalls = 5;
+    double time_plan(Plan& plan);  // median microseconds of a call on zeros
     std::unique_ptr<Plan> acquire(int capacity);
     void release(std::unique_ptr<Plan> plan);
     void run_chunk(Plan& plan, HostInput x, float* y, int n, ThreadPool* spare);

@@ -155,10 +155,8 @@ class Engine:
         for plan in d["plans"]:
             if plan["execution"]:
                 lines.append(f"batch capacity {plan['capacity']}: {plan['execution']} ({plan['why']})")
-            if plan["kernels"] == "network":
-                lines.append(f"batch capacity {plan['capacity']}: one fused kernel for the whole network")
-            elif plan["kernels_why"]:
-                lines.append(f"batch capacity {plan['capacity']}: a kernel per layer ({plan['kernels_why']})")
+            if plan["kernels"] == "network" or plan["kernels_why"]:  # on CUDA: the fused kernel, or why not
+                lines.append(f"  kernels: {plan['kernels']} ({plan['kernels_why'] or 'one for the whole network'})")
         for s in d["steps"]:
             keys = ("algorithm", "math", "fused", "workspace_bytes", "program")
             facts = [f"{k}={s[k]}" for k in keys if s.get(k) is not None]

@@ -275,3 +275,16 @@ def test_a_command_past_its_limit_is_killed_with_its_children(gc):
     ran = gc.run(["sh", "-c", "echo started; sleep 60 & sleep 60"], timeout=1)
     assert ran.timed_out and "started" in ran.output and "killed after" in ran.output
     assert time.monotonic() - t0 < 20
+
+
+def test_sanitizer_summaries_of_memcheck_and_racecheck_are_read(gc):
+    """racecheck says "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)", not
+    memcheck's "ERROR SUMMARY": a clean racecheck run once read as failed on a GPU."""
+    memcheck = "========= LEAK SUMMARY: 0 bytes leaked in 0 allocations\n========= ERROR SUMMARY: 2 errors\n"
+    racecheck = "inference done\n========= RACECHECK SUMMARY: 3 hazards displayed (1 errors, 2 warnings)\n"
+    assert gc.sanitizer_summary(memcheck) == (
+        ["LEAK SUMMARY: 0 bytes leaked in 0 allocations", "ERROR SUMMARY: 2 errors"],
+        [2],
+    )
+    assert gc.sanitizer_summary(racecheck)[1] == [1]
+    assert gc.sanitizer_summary("no summary\n") == ([], [])

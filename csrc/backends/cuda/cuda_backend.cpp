@@ -114,6 +114,8 @@ public:
         return make_network_kernel(ctx_, steps, constants, capacity, why);
     }
     bool takes_pixels() const override { return true; }
+    // "auto": the fused kernel only where it is measured faster than cuDNN + cuBLAS.
+    bool time_paths() const override { return ctx_.path == "auto"; }
 
     Buffer alloc(size_t floats) override {
         const Allocation a = device_alloc(floats * sizeof(float)).release_ownership();

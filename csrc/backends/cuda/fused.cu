@@ -8,9 +8,12 @@
 namespace lenet::cuda::fused {
 namespace {
 
+// One image a block: 1024 threads share its work (small batches); a tile of several:
+// 256 threads, the registers for the tile's sums.
 template <int IPB>
-__global__ void __launch_bounds__(512) forward(const Op* __restrict__ ops, int op_count, Tile tile, const float* values,
-                                               const uint8_t* pixels, float scale, float* y, int n) {
+__global__ void __launch_bounds__(IPB == 1 ? 1024 : 256)
+    forward(const Op* __restrict__ ops, int op_count, Tile tile, const float* values, const uint8_t* pixels,
+            float scale, float* y, int n) {
     extern __shared__ float smem[];
     const int first = blockIdx.x * IPB;
     const int count = min(IPB, n - first);

@@ -61,6 +61,9 @@ bool make_op(const Step& s, Op& op, std::string* why) {
     }
 }
 
+// Conv weights (and biases) up to this many floats (64 KiB) are staged in shared memory.
+constexpr int64_t kMaxStagedFloats = 16 * 1024;
+
 int64_t step_macs(const Step& s) {
     if (s.op == OpKind::conv2d) return s.out.size() * s.kh * s.kw * (s.in.c / std::max(1, s.groups));
     if (s.op == OpKind::dense) return s.in.size() * s.out.c;
@@ -119,46 +122,59 @@ Program fused_plan(const std::vector<Step>& steps, int capacity, int min_blocks,
     }
 
     // Ping-pong regions: the input and the outputs of ops 1, 3, ... in region 0;
-    // the outputs of ops 0, 2, ... in region 1; then the dense partial sums.
-    const int threads = capacity < min_blocks ? 512 : 256;
+    // the outputs of ops 0, 2, ... in region 1; then the dense partial sums. After
+    // the tile's regions, one region for the conv weights staged in shared memory.
     int64_t region[2] = {steps.front().in.size(), 0};
     for (size_t k = 0; k < ops.size(); ++k) region[(k + 1) % 2] = std::max(region[(k + 1) % 2], sizes[k]);
-    std::vector<int> splits(ops.size(), 1);
-    int64_t scratch = 0;
-    for (size_t k = 0; k < ops.size(); ++k)
-        if (ops[k].code == Code::dense) {
-            const int64_t rows = int64_t(ops[k].in_c) * ops[k].in_h * ops[k].in_w, units = ops[k].out_c;
-            // Enough partial sums to keep every thread busy, each over 16 rows or more.
-            splits[k] = int(std::max<int64_t>(1, std::min<int64_t>(threads / units, rows / 16)));
-            if (splits[k] > 1) scratch = std::max(scratch, units * splits[k]);
-        }
-    const int64_t per_image = region[0] + region[1] + scratch;
+    int64_t staged = 0;
+    for (const Op& op : ops)
+        if (op.code == Code::conv && op.weight_count() + op.out_c <= kMaxStagedFloats)
+            staged = std::max<int64_t>(staged, op.weight_count() + op.out_c);
+    // Dense partial sums: enough to keep a block's threads busy, each over 16 rows or more.
+    auto splits_of = [&](const Op& op, int threads) {
+        const int64_t rows = int64_t(op.in_c) * op.in_h * op.in_w, units = op.out_c;
+        return int(std::max<int64_t>(1, std::min<int64_t>(threads / units, rows / 16)));
+    };
+    auto scratch_of = [&](int threads) {
+        int64_t most = 0;
+        for (const Op& op : ops)
+            if (op.code == Code::dense && splits_of(op, threads) > 1)
+                most = std::max<int64_t>(most, int64_t(op.out_c) * splits_of(op, threads));
+        return most;
+    };
+    // The tile: up to 8 images a block while the grid keeps min_blocks blocks; one image
+    // (and 1024 threads to share its work) below that.
     int ipb = 1;
     for (int candidate : {8, 4, 2}) {
         const int64_t blocks = (capacity + candidate - 1) / candidate;
-        if (blocks >= min_blocks && per_image * candidate * 4 <= limits.shared_bytes) {
+        const int64_t floats = (region[0] + region[1] + scratch_of(256)) * candidate + staged;
+        if (blocks >= min_blocks && floats * 4 <= limits.shared_bytes) {
             ipb = candidate;
             break;
         }
     }
-    if (per_image * ipb * 4 > limits.shared_bytes) {
+    const int threads = ipb == 1 ? 1024 : 256;
+    const int64_t per_image = region[0] + region[1] + scratch_of(threads);
+    if ((per_image * ipb + staged) * 4 > limits.shared_bytes) {
         *why = "its activations need " + grouped_str(per_image * 4) +
                " bytes of shared memory per image (the GPU has " + grouped_str(limits.shared_bytes) + " per block)";
         return p;
     }
 
     const int r0 = 0, r1 = int(region[0] * ipb), sc = int((region[0] + region[1]) * ipb);
+    const int weights_at = int(per_image * ipb);
     for (size_t k = 0; k < ops.size(); ++k) {
         Op& op = ops[k];
         const bool from0 = k % 2 == 0;
         op.in_base = from0 ? r0 : r1, op.in_stride = int(from0 ? region[0] : region[1]);
         op.out_base = from0 ? r1 : r0, op.out_stride = int(from0 ? region[1] : region[0]);
-        op.splits = splits[k];
+        op.splits = op.code == Code::dense ? splits_of(op, threads) : 1;
         op.scratch_base = sc;
+        if (op.code == Code::conv && op.weight_count() + op.out_c <= kMaxStagedFloats) op.staged = weights_at;
     }
     p.ops = std::move(ops);
     p.threads = threads;
-    p.shared_floats = int(per_image * ipb);
+    p.shared_floats = int(per_image * ipb + staged);
     p.tile.images = ipb;
     p.tile.input_size = int(steps.front().in.size());
     p.tile.output_size = int(steps.back().out.size());

@@ -25,8 +25,10 @@
 
 #if defined(__CUDACC__)
 #define LENET_FUSED_FN __host__ __device__ inline
+#define LENET_UNROLL4 _Pragma("unroll 4")
 #else
 #define LENET_FUSED_FN inline
+#define LENET_UNROLL4
 #endif
 
 namespace lenet::cuda::fused {
@@ -50,8 +52,15 @@ struct Op {
     const float* weights = nullptr;  // conv OIHW; dense (in, out), rows in CHW order; affine scale
     const float* bias = nullptr;     // conv / dense bias (never null); affine shift
     int in_base = 0, in_stride = 0, out_base = 0, out_stride = 0, scratch_base = 0;  // floats into shared memory
+    // conv: where its weights, then its bias, are copied into shared memory by a first
+    // phase (-1: read from global memory), so that the inner loop waits on shared
+    // memory's latency, not L2's.
+    int staged = -1;
     int step = -1;  // the step whose constants it uses (the convolution of a fused conv + pool)
-    LENET_FUSED_FN int phases() const { return code == Code::dense && splits > 1 ? 2 : 1; }
+    LENET_FUSED_FN int phases() const {
+        return (code == Code::dense && splits > 1) || (code == Code::conv && staged >= 0) ? 2 : 1;
+    }
+    LENET_FUSED_FN int weight_count() const { return out_c * in_c * kh * kw; }
 };
 
 // Where a tile's input and output live in shared memory (the first op's input
@@ -102,13 +111,26 @@ LENET_FUSED_FN void run_phase(const Op& op, int phase, float* smem, int tid, int
     float* out = smem + op.out_base;
     switch (op.code) {
         case Code::conv: {
+            const int taps = op.kh * op.kw;
+            const float* weights = op.weights;
+            const float* bias = op.bias;
+            if (op.staged >= 0) {
+                const int count = op.weight_count();
+                if (phase == 0) {  // the block copies the weights and biases in, coalesced
+                    for (int i = tid; i < count + op.out_c; i += threads)
+                        smem[op.staged + i] = i < count ? op.weights[i] : op.bias[i - count];
+                    break;
+                }
+                weights = smem + op.staged;
+                bias = weights + count;
+            }
             const bool pooled = op.pool_kh > 0;
             const int plane = op.out_h * op.out_w, total = op.out_c * plane;
-            const int in_plane = op.in_h * op.in_w, taps = op.kh * op.kw;
+            const int in_plane = op.in_h * op.in_w;
             for (int o = tid; o < total; o += threads) {
                 const int oc = o / plane, oy = (o % plane) / op.out_w, ox = o % op.out_w;
-                const float* w_oc = op.weights + int64_t(oc) * op.in_c * taps;
-                const float b = op.bias[oc];
+                const float* w_oc = weights + oc * op.in_c * taps;
+                const float b = bias[oc];
                 // Each conv position of the pool window (or the one position): act(sum + bias), their max.
                 const int wy0 = pooled ? oy * op.pool_sh - op.pool_top : oy;
                 const int wx0 = pooled ? ox * op.pool_sw - op.pool_left : ox;
@@ -118,23 +140,31 @@ LENET_FUSED_FN void run_phase(const Op& op, int phase, float* smem, int tid, int
                 for (int py = 0; py < wkh; ++py) {
                     const int cy = wy0 + py;
                     if (pooled && (cy < 0 || cy >= op.conv_h)) continue;  // absent pixels: max ignores them
+                    // The taps inside the image (the rest multiply zero padding).
+                    const int y0 = cy * op.sh - op.pad_top;
+                    int ky0 = 0, ky1 = op.kh;
+                    while (ky0 < ky1 && y0 + ky0 * op.dh < 0) ++ky0;
+                    while (ky1 > ky0 && y0 + (ky1 - 1) * op.dh >= op.in_h) --ky1;
                     for (int px = 0; px < wkw; ++px) {
                         const int cx = wx0 + px;
                         if (pooled && (cx < 0 || cx >= op.conv_w)) continue;
+                        const int x0 = cx * op.sw - op.pad_left;
+                        int kx0 = 0, kx1 = op.kw;
+                        while (kx0 < kx1 && x0 + kx0 * op.dw < 0) ++kx0;
+                        while (kx1 > kx0 && x0 + (kx1 - 1) * op.dw >= op.in_w) --kx1;
                         float acc[IPB];
                         for (int i = 0; i < IPB; ++i) acc[i] = 0.f;
                         for (int ic = 0; ic < op.in_c; ++ic) {
                             const float* xc = in + ic * in_plane;
                             const float* wc = w_oc + ic * taps;
-                            for (int ky = 0; ky < op.kh; ++ky) {
-                                const int iy = cy * op.sh - op.pad_top + ky * op.dh;
-                                if (iy < 0 || iy >= op.in_h) continue;  // zero padding
-                                for (int kx = 0; kx < op.kw; ++kx) {
-                                    const int ix = cx * op.sw - op.pad_left + kx * op.dw;
-                                    if (ix < 0 || ix >= op.in_w) continue;
-                                    const float w = wc[ky * op.kw + kx];
-                                    const int at = iy * op.in_w + ix;
-                                    for (int i = 0; i < IPB; ++i) acc[i] = fmaf(xc[i * op.in_stride + at], w, acc[i]);
+                            for (int ky = ky0; ky < ky1; ++ky) {
+                                const float* xr = xc + (y0 + ky * op.dh) * op.in_w + x0;
+                                const float* wr = wc + ky * op.kw;
+                                LENET_UNROLL4
+                                for (int kx = kx0; kx < kx1; ++kx) {
+                                    const float w = wr[kx];
+                                    const int at = kx * op.dw;
+                                    for (int i = 0; i < IPB; ++i) acc[i] = fmaf(xr[i * op.in_stride + at], w, acc[i]);
                                 }
                             }
                         }
@@ -184,6 +214,7 @@ LENET_FUSED_FN void run_phase(const Op& op, int phase, float* smem, int tid, int
                     const int begin = int(int64_t(rows) * part / s), end = int(int64_t(rows) * (part + 1) / s);
                     float acc[IPB];
                     for (int i = 0; i < IPB; ++i) acc[i] = 0.f;
+                    LENET_UNROLL4
                     for (int r = begin; r < end; ++r) {
                         const float w = op.weights[int64_t(r) * units + j];
                         for (int i = 0; i < IPB; ++i) acc[i] = fmaf(in[i * op.in_stride + r], w, acc[i]);
