@@ -72,8 +72,10 @@ int64_t step_macs(const Step& s) {
 
 }  // namespace
 
-Program fused_plan(const std::vector<Step>& steps, int capacity, int min_blocks, const Limits& limits,
-                   std::string* why) {
+namespace {
+
+Program plan_program(const std::vector<Step>& steps, int capacity, int min_blocks, const Limits& limits,
+                     bool fuse_pools, std::string* why) {
     Program p;
     if (steps.empty()) {
         *why = "an empty network";
@@ -91,7 +93,8 @@ Program fused_plan(const std::vector<Step>& steps, int capacity, int min_blocks,
         macs += step_macs(s);
         weight_bytes += int64_t(s.weights.size() + s.bias.size() + s.scale.size() + s.shift.size()) * 4;
         // A max pooling right after a convolution pools the conv's positions as they are computed.
-        if (s.op == OpKind::max_pool2d && !ops.empty() && ops.back().code == Code::conv && ops.back().pool_kh == 0) {
+        if (fuse_pools && s.op == OpKind::max_pool2d && !ops.empty() && ops.back().code == Code::conv &&
+            ops.back().pool_kh == 0) {
             Op& conv = ops.back();
             conv.pool_kh = s.kh, conv.pool_kw = s.kw, conv.pool_sh = s.sh, conv.pool_sw = s.sw;
             conv.pool_top = s.pad.top, conv.pool_left = s.pad.left;
@@ -181,6 +184,22 @@ Program fused_plan(const std::vector<Step>& steps, int capacity, int min_blocks,
     p.tile.input_base = r0, p.tile.input_stride = int(region[0]);
     p.tile.output_base = p.ops.back().out_base, p.tile.output_stride = p.ops.back().out_stride;
     why->clear();
+    return p;
+}
+
+}  // namespace
+
+Program fused_plan(const std::vector<Step>& steps, int capacity, int min_blocks, const Limits& limits,
+                   std::string* why) {
+    Program p = plan_program(steps, capacity, min_blocks, limits, true, why);
+    if (!p.ops.empty() && p.tile.images == 1) {
+        // One image a block (small batches): latency, not arithmetic, bounds it. Pooling
+        // as its own op makes every conv position a thread's work: 4x the threads busy
+        // on a 2x2 pool, each sum a quarter as long.
+        std::string unused;
+        Program apart = plan_program(steps, capacity, min_blocks, limits, false, &unused);
+        if (!apart.ops.empty()) return apart;
+    }
     return p;
 }
 
