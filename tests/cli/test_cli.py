@@ -692,6 +692,15 @@ def test_closed_stdout_ends_the_run_without_a_traceback(tmp_path):
     assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
 
 
+def test_version_into_a_closed_pipe_ends_without_a_traceback():
+    """lenet-cli --version | head -1: the reader stops after one line."""
+    proc = subprocess.run(
+        f"{sys.executable} -m lenet.cli --version | head -1", shell=True, capture_output=True, text=True, timeout=120
+    )
+    assert proc.stdout.startswith("version: ")
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+
+
 def test_quiet_hides_the_cpu_fallback_note():
     """-q prints only errors: not the note 'using the CPU (...)' of --device auto where CUDA
     is built but not usable (elsewhere there is no note to hide)."""

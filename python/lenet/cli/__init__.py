@@ -160,14 +160,27 @@ class _Trimmer:
             self.last = now
 
 
+def _stdout_closed() -> int:
+    """stdout's reader went away (| head): stop quietly, like a shell tool on SIGPIPE, with
+    stdout pointed at /dev/null so that the interpreter's final flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     import lenet
 
     if args.version:
-        for k, v in lenet.info().items():
-            print(f"{k}: {v}")
+        try:
+            for k, v in lenet.info().items():
+                print(f"{k}: {v}")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return _stdout_closed()
         return 0
     try:
         _check_usage(args)
@@ -323,11 +336,8 @@ class _Run:
                         else:
                             self._result(r)
                     self._flush(len(part))
-        except BrokenPipeError:  # stdout closed (| head): stop quietly, like a shell tool on SIGPIPE
-            status = 141
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
-            os.close(devnull)
+        except BrokenPipeError:
+            status = _stdout_closed()
         except KeyboardInterrupt:
             status = 130
             self._stderr(
@@ -351,10 +361,7 @@ class _Run:
             try:
                 sys.stdout.flush()
             except BrokenPipeError:
-                status = 141
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
-                os.close(devnull)
+                status = _stdout_closed()
         if self.output is not None:
             self.output.commit()
         if status is not None:
