@@ -17,7 +17,9 @@ the numbers (``read_number``'s segmentation, which also asks the network) with:
 
 It prints accuracy per reading and what each costs per image: the photo path's
 preparation (decoding, finding and drawing the digit), which lenet-serve pays per
-request whatever reads the rows, and each network's time on the prepared rows.
+request whatever reads the rows, each network's time on the prepared rows (in one
+batch, and one digit alone as a request has it), and lenet-serve's time per request
+with one network: a combination would add its networks' time for one digit to it.
 Nothing here changes the Engine: it stays one network.
 """
 
@@ -69,6 +71,8 @@ def main(argv=None):
     p.add_argument("--weights", nargs=3, default=list(lenet.SHIPPED_MODELS),
                    help="three models (the first is the one the variants use; default: the shipped ones)")
     p.add_argument("--set", type=Path, default=DEFAULT_SET)
+    p.add_argument("--serve", type=int, default=100, metavar="N",
+                   help="time N requests of single digits to lenet-serve (in process) with the first model (0: skip)")
     args = p.parse_args(argv)
     engines = [lenet.Engine(w, device="cpu", threads=1) for w in args.weights]
     rows = list(csv.DictReader(open(args.set / "manifest.csv")))
@@ -99,7 +103,28 @@ def main(argv=None):
                 pass
         print(f"| {name} | {right}/{len(paths)} ({100 * right / len(paths):.1f}%) | {whole}/{len(numbers)} | "
               f"{1e3 * seconds / len(x):.3f} | {1e3 * alone / 50:.3f} |")
+    if args.serve:
+        print(f"\nlenet-serve, {Path(args.weights[0]).name}: "
+              f"{serve_ms(engines[0], paths[:args.serve]):.2f} ms per request (median, in process; one JPEG "
+              "of one digit as the raw body of POST /v1/classify)")
     return 0
+
+
+def serve_ms(engine, paths):
+    """The median time of a POST /v1/classify of each image, through the app in process."""
+    from fastapi.testclient import TestClient
+
+    from lenet.serve import create_app
+
+    times = []
+    with TestClient(create_app(engine)) as client:
+        for path in paths:
+            data = Path(path).read_bytes()
+            t = time.perf_counter()
+            r = client.post("/v1/classify", content=data, headers={"Content-Type": "image/jpeg"})
+            times.append(time.perf_counter() - t)
+            assert r.status_code in (200, 422), r.text
+    return 1e3 * float(np.median(times))
 
 
 if __name__ == "__main__":
