@@ -51,7 +51,10 @@ def test_unsure_below(tmp_path):
     blend = tmp_path / "blend.png"
     cv2.imwrite(str(blend), (0.5 * one + 0.5 * seven).astype(np.uint8))
     probe = json.loads(cli("--json", "--device", "cpu", blend).stdout)
-    threshold = min(1.0, probe["confidence"] + 0.01)
+    clear = json.loads(cli("--json", "--device", "cpu", EXAMPLES[3]).stdout)
+    assert probe["confidence"] < clear["confidence"]
+    # Between the two (lenet5 of issue 34, which learnt European 1s, is 99.4% sure of the blend).
+    threshold = (probe["confidence"] + clear["confidence"]) / 2
     out = cli("--unsure-below", threshold, "--device", "cpu", blend, EXAMPLES[3])
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()

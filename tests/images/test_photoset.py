@@ -16,11 +16,21 @@ import make  # noqa: E402
 import score  # noqa: E402
 
 SET = Path(__file__).resolve().parents[1] / "data" / "photoset"
-# Measured at the commit that set them (lenet5): 214/220 single digits, 32/40 numbers;
-# before the shadow-aware paper, polarity and underlines, 195/220 and 14/40; before the
-# fainter stroke contrast, bands at the border and the ink prior of read_number,
-# 210/220 and 27/40.
+# The kinds of issue 21 (the first 220 single digits and 40 numbers). Measured at the
+# commit that set them (lenet5): 214/220 single digits, 32/40 numbers; before the
+# shadow-aware paper, polarity and underlines, 195/220 and 14/40; before the fainter
+# stroke contrast, bands at the border and the ink prior of read_number, 210/220 and
+# 27/40. With the weights of issue 34 (trained with the handwriting styles): 215/220, 34/40.
 MIN_SINGLES, MIN_NUMBERS = 0.96, 30
+# The kinds of issue 34 (make.STYLE_KINDS, STYLE_NUMBER_KINDS: 180 single digits, 32
+# numbers): the shipped lenet5 of issue 21 read 162/180 (90.0%) and 17/32; the lenet5 of
+# issue 34 173/180 (96.1%) and 29/32.
+MIN_STYLED_SINGLES, MIN_STYLED_NUMBERS = 0.95, 27
+# Kinds below 85%: a defocused digit (15/20 with the lenet5 of issue 34, 17/20 with
+# issue 21's) loses the faint parts of its strokes to the photo path's threshold (a 9
+# without its loop is a 1), and a 9 whose loop blurs into a triangle now reads as a
+# closed-top 4.
+MIN_KIND = {"defocus": 14}
 
 
 @pytest.fixture(scope="module")
@@ -30,19 +40,32 @@ def scored():
 
 def test_single_digits_and_numbers(scored):
     print("\n" + score.report("lenet5", scored, 0.6))
-    singles = scored["singles"]
+    singles = [s for s in scored["singles"] if s[0] in make.KINDS]
+    numbers = [s for s in scored["numbers"] if s[0] in make.NUMBER_KINDS]
     right = sum(label == read for _, label, read, *_ in singles)
-    numbers = sum(label == read for _, label, read, *_ in scored["numbers"])
-    assert len(singles) == 220 and len(scored["numbers"]) == 40
+    whole = sum(label == read for _, label, read, *_ in numbers)
+    assert len(singles) == 220 and len(numbers) == 40
     assert right / len(singles) >= MIN_SINGLES
-    assert numbers >= MIN_NUMBERS
+    assert whole >= MIN_NUMBERS
+
+
+def test_handwriting_styles_and_conditions(scored):
+    """Issue 34: closed- and open-top 4s, European 1s, 7s with a bar, straight 9s, 2s
+    with a loop, defocus, faint pencil on a webcam frame, a faint thin pen."""
+    singles = [s for s in scored["singles"] if s[0] in make.STYLE_KINDS]
+    numbers = [s for s in scored["numbers"] if s[0] in make.STYLE_NUMBER_KINDS]
+    right = sum(label == read for _, label, read, *_ in singles)
+    whole = sum(label == read for _, label, read, *_ in numbers)
+    assert len(singles) == 180 and len(numbers) == 32
+    assert right / len(singles) >= MIN_STYLED_SINGLES, f"{right}/{len(singles)}"
+    assert whole >= MIN_STYLED_NUMBERS, f"{whole}/{len(numbers)}"
 
 
 def test_every_kind_mostly_read(scored):
     # Single digits: no kind of image may fall back to the failures the issue names
     # (pencil under a shadow read 3 of 20 before).
     for kind, (ok, n) in score.by_kind(scored["singles"]).items():
-        assert ok >= 0.85 * n, f"{kind}: {ok}/{n}"
+        assert ok >= MIN_KIND.get(kind, 0.85 * n), f"{kind}: {ok}/{n}"
 
 
 @pytest.mark.parametrize("kind", ["number-pencil-shadow", "number-marks"])
@@ -72,3 +95,67 @@ def test_blank_photo_like_pages_are_mostly_no_digit():
                 read.append(kind)
     print(f"\nblank photo-like pages read as a digit: {len(read)} of 110 {read}")
     assert len(read) <= 6, read
+
+
+# ------------------------------------------------------------------ issue 34: read_number on the new styles
+
+
+def styled_number(seed, names, spec):
+    """A number of 4-6 glyphs drawn at random from ``names`` (make.py's skeletons),
+    photographed as ``spec`` says: (JPEG bytes, the number). Seeds 3400+: not the set's."""
+    rng = np.random.default_rng([3400, seed])
+    chosen = [names[k] for k in rng.integers(len(names), size=int(rng.integers(4, 7)))]
+    height = rng.uniform(45, 70)
+    width = rng.uniform(*spec["width"])
+    patches = [make.glyph_alpha(n, height * rng.uniform(0.92, 1.08), width, rng) for n in chosen]
+    gaps = [round(rng.uniform(0.2, 0.45) * height) for _ in patches[1:]] + [0]
+    row = np.zeros(
+        (max(p.shape[0] for p in patches) + round(0.3 * height), sum(p.shape[1] for p in patches) + sum(gaps) + 4),
+        np.float32,
+    )
+    x = 0
+    for p, g in zip(patches, gaps):
+        row[: p.shape[0], x : x + p.shape[1]] = np.maximum(row[: p.shape[0], x : x + p.shape[1]], p)
+        x += p.shape[1] + g
+    size = (row.shape[1] + int(rng.integers(40, 120)), row.shape[0] + int(rng.integers(60, 160)))
+    data = make.encode(make.photograph(row, rng, spec, size, height), rng, spec)
+    return data, "".join(n.split("-")[0] for n in chosen)
+
+
+CLEAN = make.NUMBER_KINDS["number-clean"]
+NUMBER_STYLES = {
+    # open-top 4s beside 9s: read as 9, or split into "96", by the shipped lenet5 of issue 21
+    "open-four": (["4-open", "4-open-flush", "4-open-apart", "4-parallel", "9", "9-curved"], CLEAN),
+    "closed-four": (["4-closed-flush", "4-triangle-flush", "4-closed", "9", "9-straight-long"], CLEAN),
+    # faint pencil on a webcam frame: a 2 read as 1
+    "faint-pencil": (["2", "2-loop", "1", "1-european"], make.STYLE_NUMBER_KINDS["number-faint-pencil"]),
+    "european": (["1-european", "1-european-long", "1-european-based", "7", "7-bar"], CLEAN),
+}
+
+
+def read_styled_numbers(engine, kind, n=12):
+    names, spec = NUMBER_STYLES[kind]
+    right = []
+    for seed in range(n):
+        data, label = styled_number(seed, names, spec)
+        try:
+            read = engine.read_number(data).number
+        except lenet.InputError:
+            read = ""
+        right.append((label, read))
+    return right
+
+
+# Of 20 numbers each (seeds 3400+), read whole by the lenet5 of issue 21 -> issue 34:
+# open-top 4s beside 9s 20 -> 20; closed-top 4s (bars stopping at the stem) beside 9s
+# 8 -> 20 (read as 9: "4944" -> "9949"); faint pencil 2s and 1s 9 -> 19 (European 1s
+# read as 7, "2111" -> "2717"); European 1s and 7s 2 -> 20.
+MIN_STYLED = {"open-four": 18, "closed-four": 18, "faint-pencil": 17, "european": 18}
+
+
+@pytest.mark.parametrize("kind", list(NUMBER_STYLES))
+def test_read_number_on_handwriting_styles(kind):
+    read = read_styled_numbers(lenet.Engine("lenet5", device="cpu"), kind, 20)
+    wrong = [f"{label} -> {number}" for label, number in read if label != number]
+    print(f"\n{kind}: {20 - len(wrong)}/20 read whole; wrong: {wrong}")
+    assert 20 - len(wrong) >= MIN_STYLED[kind], wrong

@@ -16,6 +16,18 @@ pen, a bold marker, blur, pencil under a shadow, lined and squared paper, a tilt
 camera (perspective), a dim photo, heavy JPEG; numbers add touching digits, digits
 written in two strokes, and marks that are not digits (an underline, dots, a shadow
 edge). ``manifest.csv`` lists file, label (the digit or the number), kind and source.
+
+Issue 34 added the styles and conditions a set of real photos was misread on
+(``STYLE_KINDS``, ``STYLE_NUMBER_KINDS``, made after all the others so that those stay
+byte for byte as they were): closed-top 4s (a triangle, a top stroke meeting the
+stem; with the bar past the stem or stopping at it), open-top 4s, European 1s (a long
+flag, with and without a base), 7s with and without a bar, straight-stemmed 9s, 2s with
+and without a loop (glyphs from fixed
+skeletons in ``STYLE_GLYPHS``, and held-out MNIST digits of the class), a defocused,
+low-contrast digit, faint pencil on a low-resolution webcam frame, a faint thin pen;
+numbers with open-top 4s, closed-top 4s beside 9s, European 1s and barred 7s, and
+faint pencil 2s and 1s. The styled glyphs are not tools/train/styles.py's (those are
+parametric, these fixed) and no image here was used to choose anything in training.
 """
 
 import argparse
@@ -117,6 +129,41 @@ GLYPHS = {
         ]
     ],
 }
+# Issue 34's styles, kept apart from GLYPHS so that the kinds above draw exactly what
+# they drew before (glyph_for picks among a digit's names in GLYPHS). Fixed skeletons,
+# not tools/train/styles.py's parametric ones: the models never trained on these.
+STYLE_GLYPHS = {
+    "4-triangle": [[(0.62, 0.0), (0.08, 0.66), (0.95, 0.66)], [(0.62, 0.0), (0.66, 1.0)]],
+    "4-closed-slant": [[(0.55, 1.0), (0.72, 0.0), (0.05, 0.6), (0.92, 0.6)]],
+    # 4s whose bar stops at the stem: closed, a triangle on a stick (read as 9 in real photos)
+    "4-closed-flush": [[(0.75, 1.0), (0.75, 0.0), (0.1, 0.62), (0.75, 0.62)]],
+    "4-triangle-flush": [[(0.7, 0.0), (0.1, 0.6), (0.78, 0.6)], [(0.7, 0.0), (0.72, 1.0)]],
+    "4-open-flush": [[(0.3, 0.0), (0.1, 0.6), (0.72, 0.6)], [(0.72, 0.15), (0.72, 1.0)]],
+    "4-open-apart": [[(0.3, 0.0), (0.1, 0.6), (0.64, 0.6)], [(0.74, 0.1), (0.74, 1.0)]],  # the bar short of the stem
+    "1-european-long": [[(0.05, 0.45), (0.62, 0.0), (0.58, 1.0)]],
+    "1-european-based": [[(0.12, 0.4), (0.6, 0.0), (0.6, 1.0)], [(0.3, 1.0), (0.9, 1.0)]],
+    "2-loop": [
+        [
+            (0.12, 0.25),
+            (0.3, 0.04),
+            (0.6, 0.0),
+            (0.85, 0.2),
+            (0.75, 0.48),
+            (0.3, 0.85),
+            (0.22, 0.98),
+            (0.1, 0.9),
+            (0.1, 0.76),
+            (0.22, 0.7),
+            (0.34, 0.8),
+            (0.3, 0.95),
+            (0.55, 0.97),
+            (0.92, 0.96),
+        ]
+    ],
+    "9-straight-long": [
+        [(0.85, 0.22), (0.5, 0.0), (0.15, 0.12), (0.15, 0.38), (0.5, 0.48), (0.85, 0.3), (0.85, 0.22), (0.85, 1.0)]
+    ],
+}
 INKS = {
     "ballpoint-blue": (40, 55, 150),
     "ballpoint-black": (30, 30, 35),
@@ -147,12 +194,70 @@ NUMBER_KINDS = {
     "number-two-strokes": dict(ink="ballpoint-blue", width=(0.05, 0.09), strength=(0.6, 0.9), two_strokes=True),
     "number-marks": dict(ink="ballpoint-black", width=(0.06, 0.1), strength=(0.7, 1.0), marks=True),
 }
+# Issue 34: the styles and conditions a set of real photos failed on. "glyphs": the
+# skeletons drawn on odd images; "mnist": the held-out MNIST digit drawn on even ones
+# (none: glyphs only); neither: any digit, as KINDS. "webcam": the frame shrunk by a
+# factor in that range and enlarged again (a low-resolution camera).
+STYLE_KINDS = {
+    "closed-four": dict(
+        ink="ballpoint-black",
+        width=(0.05, 0.1),
+        strength=(0.7, 1.0),
+        glyphs=["4-closed", "4-closed-flush", "4-triangle", "4-triangle-flush", "4-closed-slant"],
+    ),
+    "open-four": dict(
+        ink="ballpoint-blue",
+        width=(0.05, 0.1),
+        strength=(0.6, 0.9),
+        glyphs=["4-open", "4-open-flush", "4-parallel"],
+        mnist="4",
+    ),
+    "european-one": dict(
+        ink="ballpoint-black",
+        width=(0.05, 0.1),
+        strength=(0.7, 1.0),
+        glyphs=["1-european", "1-european-long", "1-european-based", "1-based"],
+    ),
+    "seven-bar": dict(ink="gel-black", width=(0.05, 0.1), strength=(0.7, 1.0), glyphs=["7-bar", "7"], mnist="7"),
+    "straight-nine": dict(
+        ink="ballpoint-black", width=(0.05, 0.1), strength=(0.7, 1.0), glyphs=["9", "9-straight-long"], mnist="9"
+    ),
+    "loop-two": dict(ink="ballpoint-blue", width=(0.05, 0.1), strength=(0.6, 0.9), glyphs=["2-loop", "2"], mnist="2"),
+    "defocus": dict(ink="ballpoint-black", width=(0.06, 0.1), strength=(0.5, 0.75), blur=(0.07, 0.1)),
+    "faint-pencil-webcam": dict(
+        ink="pencil", width=(0.04, 0.07), strength=(0.3, 0.45), grain=True, webcam=(0.35, 0.55), jpeg=(35, 60)
+    ),
+    "faint-thin": dict(ink="ballpoint-blue", width=(0.02, 0.035), strength=(0.2, 0.35)),
+}
+STYLE_NUMBER_KINDS = {
+    "number-open-four": dict(
+        ink="ballpoint-black", width=(0.06, 0.1), strength=(0.7, 1.0), use=["4-open", "4-open-flush"]
+    ),
+    "number-closed-four": dict(
+        ink="ballpoint-blue",
+        width=(0.06, 0.1),
+        strength=(0.6, 0.9),
+        use=["4-closed", "4-closed-flush", "4-triangle-flush", "9"],
+    ),
+    "number-european": dict(
+        ink="ballpoint-black", width=(0.06, 0.1), strength=(0.7, 1.0), use=["1-european", "1-european-long", "7-bar"]
+    ),
+    "number-faint-pencil": dict(
+        ink="pencil",
+        width=(0.04, 0.07),
+        strength=(0.3, 0.45),
+        grain=True,
+        webcam=(0.4, 0.55),
+        jpeg=(35, 60),
+        use=["2", "1"],
+    ),
+}
 SUPERSAMPLE = 4
 
 
 def glyph_alpha(name, height, width_frac, rng):
     """Glyph `name` drawn as pen strokes `height` px tall: ink coverage in [0, 1]."""
-    strokes = GLYPHS[name]
+    strokes = GLYPHS[name] if name in GLYPHS else STYLE_GLYPHS[name]
     slant = rng.uniform(-0.25, 0.1)  # x shift per unit of height (handwriting leans right)
     aspect = rng.uniform(0.5, 0.75)
     angle = np.radians(rng.uniform(-6, 6))
@@ -276,6 +381,11 @@ def photograph(alpha, rng, spec, size, digit_height):
     sigma = rng.uniform(*spec["blur"]) * digit_height if "blur" in spec else rng.uniform(0.3, 0.9)
     img = cv2.GaussianBlur(img, (0, 0), sigma)
     img += rng.normal(0, rng.uniform(1, 4), img.shape).astype(np.float32)
+    if "webcam" in spec:  # a low-resolution camera: fewer pixels, more noise
+        f = rng.uniform(*spec["webcam"])
+        small = cv2.resize(img, (max(8, round(w * f)), max(8, round(h * f))), interpolation=cv2.INTER_AREA)
+        small += rng.normal(0, rng.uniform(2, 5), small.shape).astype(np.float32)
+        img = cv2.resize(small, (w, h), interpolation=cv2.INTER_LINEAR)
     return cv2.cvtColor(np.clip(img, 0, 255).astype(np.uint8), cv2.COLOR_RGB2BGR)
 
 
@@ -313,12 +423,37 @@ def single(i, kind, spec, held, rng):
     return encode(photograph(alpha, rng, spec, (side, side), digit_height), rng, spec), label, source
 
 
+def styled_single(i, kind, spec, held, rng):
+    """A STYLE_KINDS image: its glyphs on odd images, a held-out MNIST digit of its
+    class on even ones; a kind without glyphs is drawn as ``single``."""
+    if "glyphs" not in spec:
+        return single(i, kind, spec, held, rng)
+    digit_height = rng.uniform(60, 110)
+    width = rng.uniform(*spec["width"])
+    if "mnist" in spec and i % 2 == 0:
+        k = int(rng.choice(np.flatnonzero(held[1] == int(spec["mnist"]))))
+        label, source = spec["mnist"], f"mnist-train-{held[2][k]}"
+        alpha = mnist_alpha(held[0][k], digit_height, width, rng)
+    else:
+        name = spec["glyphs"][(i // (2 if "mnist" in spec else 1)) % len(spec["glyphs"])]
+        label, source = name.split("-")[0], f"glyph-{name}"
+        alpha = glyph_alpha(name, digit_height, width, rng)
+    side = int(rng.integers(220, 300))
+    return encode(photograph(alpha, rng, spec, (side, side), digit_height), rng, spec), label, source
+
+
 def number(i, kind, spec, held, rng):
     n = int(rng.integers(3, 9))
     digit_height = rng.uniform(45, 70)
     width = rng.uniform(*spec["width"])
     label, sources, patches = "", [], []
     for j in range(n):
+        if "use" in spec and j % 2 == 1:  # the kind's styles, every other digit
+            name = spec["use"][int(rng.integers(len(spec["use"])))]
+            label += name.split("-")[0]
+            sources.append(name)
+            patches.append(glyph_alpha(name, digit_height * rng.uniform(0.92, 1.08), width, rng))
+            continue
         if spec.get("open4") and j == 1 or (spec.get("two_strokes") and j % 2 == 0):
             d = "4" if spec.get("open4") or j % 4 == 0 else "5"
         else:
@@ -379,9 +514,12 @@ def main(argv=None):
     held = held_out_digits()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
+    # The issue-34 kinds come last, so that the images before them stay as they were.
     for kinds, make, count, prefix in (
         (KINDS, single, args.per_kind, "digit"),
         (NUMBER_KINDS, number, args.numbers_per_kind, "number"),
+        (STYLE_KINDS, styled_single, args.per_kind, "digit"),
+        (STYLE_NUMBER_KINDS, number, args.numbers_per_kind, "number"),
     ):
         for kind, spec in kinds.items():
             for i in range(count):

@@ -3,6 +3,7 @@ calibration error, the attributes train.py recorded, and a confusion matrix per 
 
     python tools/train/report.py                # the shipped models -> docs/confusion-<model>.png
     python tools/train/report.py --weights build/train/weights/lenet5.h5 --out /tmp
+    python tools/train/report.py --keras        # and the argmax of Keras on the same file, all 10,000
 
 The test set is only reported on here, never used for a choice.
 """
@@ -57,17 +58,38 @@ def plot(confusion, title, path):
     plt.close(fig)
 
 
+def keras_differs(path, x, scale, read):
+    """How many of the digits x Keras, loading the file itself, reads otherwise than ``read``."""
+    import os
+
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+
+    model = keras.models.load_model(path, compile=False)
+    p = model.predict(x[..., None].astype(np.float32) * np.float32(scale), batch_size=1000, verbose=0)
+    return int(np.sum(p.argmax(1) != read))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="tools/train/report.py", description=__doc__.split("\n")[0])
     p.add_argument("--weights", nargs="+", default=[str(REPO / "weights" / f"{m}.h5") for m in lenet.SHIPPED_MODELS])
     p.add_argument("--out", type=Path, default=REPO / "docs")
     p.add_argument("--test-dir", type=Path, default=default_mnist_dir("t10k"))
+    p.add_argument(
+        "--keras",
+        action="store_true",
+        help="also load each file in Keras and count the test digits whose argmax differs from the engine's",
+    )
     args = p.parse_args(argv)
     if args.test_dir is None:
         p.error("no MNIST test set here: pass --test-dir or set LENET_MNIST_DIR")
     x, y = load_idx_pair(args.test_dir, "t10k")
-    print("| model | trained on | held-out accuracy | T | test accuracy | test errors | test ECE |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(
+        "| model | trained on | held-out accuracy | T | test accuracy | test errors | test ECE |"
+        + (" argmax differing from Keras |" if args.keras else "")
+    )
+    print("|---|---|---:|---:|---:|---:|---:|" + ("---:|" if args.keras else ""))
     for w in args.weights:
         name = Path(w).stem
         engine = lenet.Engine(w, device="cpu")
@@ -91,6 +113,7 @@ def main(argv=None):
         print(
             f"| `{name}` | {trained} | {f'{100 * held:.2f}%' if held is not None else '-'} | "
             f"{f'{t:.2f}' if t is not None else '-'} | **{100 * acc:.2f}%** | {int((read != y).sum())} | {ece:.4f} |"
+            + (f" {keras_differs(w, x, engine.input_scale, read)} of {len(y)} |" if args.keras else "")
         )
     return 0
 

@@ -103,7 +103,27 @@ AUGMENT = {
     "contrast_low": 0.6,
     "noise_p": 0.2,
     "noise_sd": 0.06,
+    # Defocus (issue 34: a blurred, low-contrast 9 read as 3): with probability p, a
+    # Gaussian blur of sigma uniform in `defocus_sigma` px, then a gain of up to
+    # `defocus_gain` (clipped): the blob a reader's threshold makes of a defocused digit.
+    "defocus_p": 0.1,
+    "defocus_sigma": [0.9, 1.6],
+    "defocus_gain": 1.6,
+    # Faint strokes (a faint pencil 2 read as 1, a faint thin 4 as 1): with probability
+    # p, the ink multiplied by a smooth random field (sigma `faint_sigma` px) thresholded
+    # so that up to `faint_drop` of it fades out: strokes with gaps and thin parts, as
+    # the photo path's threshold leaves faint pencil; then thinned and re-peaked.
+    "faint_p": 0.12,
+    "faint_sigma": 1.5,
+    "faint_drop": 0.25,
 }
+# The styles MNIST rarely shows (styles.py), added to the training split: digits drawn
+# from parametric stroke skeletons, and MNIST training 1s and 7s with a flag or a bar.
+STYLES = {"glyphs": 7000, "ones": 1500, "sevens": 1200}
+# Fine-tuning (--init DIR): the model starts from DIR/<name>.h5 (the shipped file, trained
+# on the same split with the same seed: its held-out digits stay unseen) and trains at
+# FINE_TUNE_LR times the peak learning rate.
+FINE_TUNE_LR = 0.25
 
 
 # ---------------------------------------------------------------- data
@@ -172,8 +192,8 @@ def augment(images, seed):
     a = AUGMENT
     x = images[..., 0]
     b = tf.shape(x)[0]
-    seeds = tf.random.experimental.stateless_split(seed, 4)
-    u = tf.random.stateless_uniform([b, 12], seeds[0], 0.0, 1.0)
+    seeds = tf.random.experimental.stateless_split(seed, 6)
+    u = tf.random.stateless_uniform([b, 17], seeds[0], 0.0, 1.0)
     sym = 2 * u - 1  # uniform in [-1, 1]
 
     # Geometry: output pixel -> source pixel, about the centre: the inverse of
@@ -219,6 +239,29 @@ def augment(images, seed):
     blur = _chance(u[:, 8], a["blur_p"]) * u[:, 9, None, None]
     x = x + blur * (blurred - x)
     x = x / tf.maximum(tf.reduce_max(x, axis=[1, 2], keepdims=True), 1e-3)
+
+    # Defocus: a wide blur, then a gain that saturates the middle of the blob.
+    defocus = _chance(u[:, 12], a["defocus_p"])
+    lo_s, hi_s = a["defocus_sigma"]
+    wide = {s: _smooth(x[..., None], _gaussian(s))[..., 0] for s in (lo_s, (lo_s + hi_s) / 2, hi_s)}
+    pick = u[:, 13, None, None]
+    wide = tf.where(pick < 1 / 3, wide[lo_s], tf.where(pick < 2 / 3, wide[(lo_s + hi_s) / 2], wide[hi_s]))
+    wide = wide / tf.maximum(tf.reduce_max(wide, axis=[1, 2], keepdims=True), 1e-3)
+    wide = tf.minimum(wide * (1 + u[:, 14, None, None] * (a["defocus_gain"] - 1)), 1.0)
+    x = x + defocus * (wide - x)
+
+    # Faint strokes: a smooth random field fades parts of the ink out, the rest thinned.
+    field = _smooth(tf.random.stateless_uniform([b, SIDE, SIDE, 1], seeds[4], -1.0, 1.0), _gaussian(a["faint_sigma"]))[
+        ..., 0
+    ]
+    field = field / tf.sqrt(tf.reduce_mean(field * field, axis=[1, 2], keepdims=True) + 1e-12)
+    # A unit normal field: fading below its (drop)-quantile removes about that share of it.
+    cut = tf.sqrt(2.0) * tf.math.erfinv(tf.maximum(2 * u[:, 15, None, None] * a["faint_drop"] - 1, -0.999))
+    keep = tf.sigmoid((field - cut) / 0.25)
+    eroded = -tf.nn.max_pool2d(-x[..., None], 3, 1, "SAME")[..., 0]
+    faint = (x + u[:, 16, None, None] * 0.3 * (eroded - x)) * keep
+    faint = faint / tf.maximum(tf.reduce_max(faint, axis=[1, 2], keepdims=True), 1e-3)
+    x = x + _chance(tf.random.stateless_uniform([b], seeds[5]), a["faint_p"]) * (faint - x)
 
     # Contrast and noise.
     low = 1 - _chance(u[:, 10], a["contrast_p"]) * u[:, 11, None, None] * (1 - a["contrast_low"])
@@ -309,14 +352,12 @@ def build_model(name):
     return keras.Sequential([keras.Input((SIDE, SIDE, 1))] + body, name=name.replace("-", "_"))
 
 
-def schedule(name, epochs, steps):
+def schedule(name, epochs, steps, init=None):
     """Linear warm-up for WARMUP_EPOCHS, then cosine decay to zero."""
     warmup = min(WARMUP_EPOCHS, epochs - 1) * steps
+    peak = learning_rate(name, init)
     return keras.optimizers.schedules.CosineDecay(
-        0.0 if warmup else LEARNING_RATE[name],
-        epochs * steps - warmup,
-        warmup_target=LEARNING_RATE[name] if warmup else None,
-        warmup_steps=warmup,
+        0.0 if warmup else peak, epochs * steps - warmup, warmup_target=peak if warmup else None, warmup_steps=warmup
     )
 
 
@@ -373,13 +414,13 @@ def _atomic(path, write):
     os.replace(tmp, path)
 
 
-def recipe(name, epochs, seed, source, n_train, n_held, teacher=None):
+def recipe(name, epochs, seed, source, n_train, n_held, teacher=None, init=None, styles=None):
     r = {
         "model": name,
         "epochs": epochs,
         "batch_size": BATCH_SIZE,
         "optimizer": "Adam",
-        "learning_rate": LEARNING_RATE[name],
+        "learning_rate": learning_rate(name, init),
         "schedule": f"{WARMUP_EPOCHS} epoch linear warm-up, cosine decay",
         "augment": AUGMENT,
         "seed": seed,
@@ -392,7 +433,31 @@ def recipe(name, epochs, seed, source, n_train, n_held, teacher=None):
     if teacher is not None:
         r["distilled_from"] = teacher
         r["distillation"] = DISTILL
+    if init is not None:
+        r["fine_tuned_from"] = init
+    if styles is not None:
+        r["styles"] = styles
     return r
+
+
+def learning_rate(name, init=None):
+    return LEARNING_RATE[name] * (FINE_TUNE_LR if init is not None else 1.0)
+
+
+def load_init(name, init_dir):
+    """The model in init_dir/<name>.h5 to fine-tune, and its description; (None, None)
+    without --init."""
+    if init_dir is None:
+        return None, None
+    path = init_dir / f"{name}.h5"
+    with h5py.File(path, "r") as f:
+        info = {
+            "file": str(path),
+            "held_out_accuracy": float(f.attrs.get("lenet_held_out_accuracy", float("nan"))),
+            "test_accuracy": float(f.attrs.get("lenet_test_accuracy", float("nan"))),
+            "temperature": float(f.attrs.get("lenet_temperature", float("nan"))),
+        }
+    return keras.models.load_model(path, compile=False), info
 
 
 def load_teacher(name, out_dir):
@@ -412,7 +477,7 @@ def load_teacher(name, out_dir):
     return teacher, {"model": TEACHER[name], "held_out_accuracy": held_out, "trained_on": trained_on}
 
 
-def train(name, epochs, data, seed, checkpoints, source, out_dir):
+def train(name, epochs, data, seed, checkpoints, source, out_dir, init_dir=None, styles=None):
     """Train one model (resuming from `checkpoints` when a run of the same recipe was
     there); return (model at its best epoch, state)."""
     x_train, y_train, x_held, y_held = data
@@ -423,7 +488,8 @@ def train(name, epochs, data, seed, checkpoints, source, out_dir):
     keras.backend.clear_session()
     keras.utils.set_random_seed(seed)
     checkpoints.mkdir(parents=True, exist_ok=True)
-    wanted = recipe(name, epochs, seed, source, len(y_train), len(y_held), teacher_info)
+    init_model, init_info = load_init(name, init_dir)
+    wanted = recipe(name, epochs, seed, source, len(y_train), len(y_held), teacher_info, init_info, styles)
     state_file, model_file = checkpoints / f"{name}.json", checkpoints / f"{name}.keras"
     state = {"recipe": wanted, "history": [], "epochs_done": 0}
     if state_file.exists() and model_file.exists():
@@ -435,9 +501,9 @@ def train(name, epochs, data, seed, checkpoints, source, out_dir):
         else:
             print(f"  {state_file} is another recipe: starting afresh")
     if state["epochs_done"] == 0:
-        model = build_model(name)
+        model = init_model if init_model is not None else build_model(name)
         model.compile(
-            optimizer=keras.optimizers.Adam(schedule(name, epochs, steps)),
+            optimizer=keras.optimizers.Adam(schedule(name, epochs, steps, init_info)),
             loss="categorical_crossentropy" if teacher is not None else "sparse_categorical_crossentropy",
             metrics=["accuracy"],
         )
@@ -543,6 +609,15 @@ def parse_args(argv):
         help="directory with t10k-*-ubyte[.gz] for the reported test accuracy (default: as --mnist-dir)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--init",
+        type=Path,
+        help="fine-tune: start each model from DIR/<model>.h5 (e.g. weights: the shipped files) at "
+        f"{FINE_TUNE_LR} times its learning rate",
+    )
+    p.add_argument(
+        "--no-styles", action="store_true", help="train on MNIST alone, without the handwriting styles of styles.py"
+    )
     args = p.parse_args(argv)
     args.models = list(dict.fromkeys(m.strip() for m in args.models.split(",") if m.strip()))
     args.models.sort(key=lambda m: MODELS.index(m) if m in MODELS else -1)
@@ -563,8 +638,25 @@ def main(argv=None):
 
     images, labels, source = load_training_data(args.mnist_dir)
     train_idx, held_idx = stratified_split(labels, HELD_OUT_PER_CLASS, np.random.default_rng(args.seed))
-    data = (to_input(images[train_idx]), labels[train_idx], to_input(images[held_idx]), labels[held_idx])
-    print(f"data: {source}: {len(train_idx)} to train on, {len(held_idx)} held out", flush=True)
+    x_train, y_train = images[train_idx], labels[train_idx]
+    styles = None
+    if not args.no_styles:
+        import styles as style_module  # cv2: only needed here
+
+        sx, sy, names = style_module.style_set(
+            x_train, y_train, args.seed, STYLES["glyphs"], STYLES["ones"], STYLES["sevens"]
+        )
+        styles = dict(
+            STYLES, added=len(sy), seed=args.seed, per_style={k: names.count(k) for k in dict.fromkeys(names)}
+        )
+        x_train, y_train = np.concatenate([x_train, sx]), np.concatenate([y_train, sy])
+        print(f"styles: {len(sy)} digits added ({styles['per_style']})", flush=True)
+    data = (to_input(x_train), y_train, to_input(images[held_idx]), labels[held_idx])
+    print(
+        f"data: {source}: {len(train_idx)} to train on (+{len(y_train) - len(train_idx)} styled), "
+        f"{len(held_idx)} held out",
+        flush=True,
+    )
 
     test = None
     if args.test_dir is not None:
@@ -576,14 +668,16 @@ def main(argv=None):
     for name in args.models:
         epochs = args.epochs or DEFAULT_EPOCHS[name]
         print(f"\n== {name}: {epochs} epochs", flush=True)
-        model, state = train(name, epochs, data, args.seed, args.checkpoints, source, args.out)
+        model, state = train(name, epochs, data, args.seed, args.checkpoints, source, args.out, args.init, styles)
         best = state["best"]
         t, ece_before, ece_after = calibrate(model, data[2], data[3])
         attrs = {
             "lenet_input_scale": INPUT_SCALE,
             "lenet_trained_on": f"{source}: {len(train_idx)} digits (+{len(held_idx)} held out, "
-            f"{HELD_OUT_PER_CLASS} per class), augmented, {epochs} epochs (epoch {best['epoch']} kept), "
-            f"seed {args.seed}",
+            f"{HELD_OUT_PER_CLASS} per class)"
+            + (f", +{styles['added']} handwriting styles (tools/train/styles.py)" if styles else "")
+            + f", augmented, {epochs} epochs (epoch {best['epoch']} kept), seed {args.seed}"
+            + (f", fine-tuned from {args.init / (name + '.h5')}" if args.init else ""),
             "lenet_recipe": json.dumps(state["recipe"]),
             "lenet_held_out_accuracy": np.float64(best["held_out_accuracy"]),
             "lenet_temperature": np.float64(t),
