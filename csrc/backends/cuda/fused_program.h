@@ -1,11 +1,13 @@
 // The fused path: a whole LeNet-sized network as one CUDA kernel. Each thread
-// block runs every layer for a tile of images, its activations in shared memory,
-// the weights read through the caches; one launch per call instead of one (or
-// three) per layer, and nothing but the input and the answers crosses device
-// memory. It takes sequential networks of convolutions (with the max pooling
-// after them fused), pooling, dense layers, activations, affine steps and a final
-// softmax whose activations fit in shared memory; anything else runs on cuDNN
-// and cuBLAS (fused_plan says why).
+// block runs every layer for a tile of images, its activations (and the conv
+// weights) in shared memory, the dense weights read through the caches; one launch
+// per call instead of one (or three) per layer, and nothing but the input and the
+// answers crosses device memory. It takes sequential networks of convolutions
+// (for a tile of several images, with the max pooling after them computed inside),
+// pooling, dense layers, activations, affine steps and a final softmax whose
+// activations fit in shared memory; anything else runs on cuDNN and cuBLAS
+// (fused_plan says why). Whether it is faster than they are depends on the GPU and
+// the batch: the executor times both when it plans (Backend::time_paths).
 //
 // This header is the program (what the planner decides, host C++) and the work
 // of one phase of one op for thread `tid` of `threads` (host and device code).
@@ -93,12 +95,14 @@ struct Limits {
 // block while the grid keeps `min_blocks` blocks (enough to fill the GPU), within
 // the shared memory limit.
 //
-// The rule: one block computes a whole image, so its time per image is the
+// The size rule: one block computes a whole image, so its time per image is the
 // network's multiply-adds over one SM's threads. Up to a few million per image
-// (lenet5: 0.42 M) that is microseconds and the fused path wins at every batch
-// (no launches, no activations through device memory); beyond (lenet-tf: 13.9 M,
-// 12.8 MB of dense weights that every tile reads again), cuDNN and cuBLAS spread
-// each layer over the whole GPU and keep their large GEMMs.
+// (lenet5: 0.42 M) that can beat a launch per layer (measured on an H200: faster at
+// batch 8, slower at batch 1; PERFORMANCE.md); beyond (lenet-tf: 13.9 M, 12.8 MB of
+// dense weights that every tile reads again) it is 10-20x slower than cuDNN and
+// cuBLAS, which spread each layer over the whole GPU (measured too), so it is not
+// tried. At one image a block (small batches), pooling stays its own op: every
+// conv position is then a thread's work.
 Program fused_plan(const std::vector<Step>& steps, int capacity, int min_blocks, const Limits& limits,
                    std::string* why);
 
