@@ -99,7 +99,7 @@ struct Limits {
 // network's multiply-adds over one SM's threads. Up to a few million per image
 // (lenet5: 0.42 M) that can beat a launch per layer (measured on an H200: faster at
 // batch 8, slower at batch 1; PERFORMANCE.md); beyond (lenet-tf: 13.9 M, 12.8 MB of
-// dense weights that every tile reads again) it is 10-20x slower than cuDNN and
+// dense weights that every tile reads again) it was 7-35x slower than cuDNN and
 // cuBLAS, which spread each layer over the whole GPU (measured too), so it is not
 // tried. At one image a block (small batches), pooling stays its own op: every
 // conv position is then a thread's work.
