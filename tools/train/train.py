@@ -414,7 +414,7 @@ def _atomic(path, write):
     os.replace(tmp, path)
 
 
-def recipe(name, epochs, seed, source, n_train, n_held, teacher=None, init=None, styles=None):
+def recipe(name, epochs, seed, source, n_train, n_held, teacher=None, init=None, styles=None, train_seed=None):
     r = {
         "model": name,
         "epochs": epochs,
@@ -430,6 +430,8 @@ def recipe(name, epochs, seed, source, n_train, n_held, teacher=None, init=None,
         "selection": "best held-out accuracy (ties: lower held-out loss)",
         "calibration": "temperature scaling on the held-out digits, folded into the last Dense",
     }
+    if train_seed is not None and train_seed != seed:
+        r["train_seed"] = train_seed  # weights, order and augmentation; the split and styles keep `seed`
     if teacher is not None:
         r["distilled_from"] = teacher
         r["distillation"] = DISTILL
@@ -477,19 +479,22 @@ def load_teacher(name, out_dir):
     return teacher, {"model": TEACHER[name], "held_out_accuracy": held_out, "trained_on": trained_on}
 
 
-def train(name, epochs, data, seed, checkpoints, source, out_dir, init_dir=None, styles=None):
+def train(name, epochs, data, seed, checkpoints, source, out_dir, init_dir=None, styles=None, train_seed=None):
     """Train one model (resuming from `checkpoints` when a run of the same recipe was
-    there); return (model at its best epoch, state)."""
+    there); return (model at its best epoch, state). `seed` made the split and the
+    styles; `train_seed` (default: `seed`) draws the initial weights, the order and the
+    augmentation."""
+    run_seed = seed if train_seed is None else train_seed
     x_train, y_train, x_held, y_held = data
     steps = len(x_train) // BATCH_SIZE
     teacher, teacher_info = load_teacher(name, out_dir)
     # Layer-name counters restarted (after the teacher is loaded): every file has
     # conv2d, dense, ..., named as if its model were alone.
     keras.backend.clear_session()
-    keras.utils.set_random_seed(seed)
+    keras.utils.set_random_seed(run_seed)
     checkpoints.mkdir(parents=True, exist_ok=True)
     init_model, init_info = load_init(name, init_dir)
-    wanted = recipe(name, epochs, seed, source, len(y_train), len(y_held), teacher_info, init_info, styles)
+    wanted = recipe(name, epochs, seed, source, len(y_train), len(y_held), teacher_info, init_info, styles, run_seed)
     state_file, model_file = checkpoints / f"{name}.json", checkpoints / f"{name}.keras"
     state = {"recipe": wanted, "history": [], "epochs_done": 0}
     if state_file.exists() and model_file.exists():
@@ -510,7 +515,7 @@ def train(name, epochs, data, seed, checkpoints, source, out_dir, init_dir=None,
     state["_start"] = time.perf_counter() - (state["history"][-1]["seconds"] if state["history"] else 0)
     if state["epochs_done"] < epochs:
         model.fit(
-            training_dataset(x_train, y_train, seed, state["epochs_done"], epochs, teacher),
+            training_dataset(x_train, y_train, run_seed, state["epochs_done"], epochs, teacher),
             initial_epoch=state["epochs_done"],
             epochs=epochs,
             steps_per_epoch=steps,
@@ -608,7 +613,18 @@ def parse_args(argv):
         default=default_mnist_dir("t10k"),
         help="directory with t10k-*-ubyte[.gz] for the reported test accuracy (default: as --mnist-dir)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the held-out split and the styles (default 0: the split every tool agrees on)",
+    )
+    p.add_argument(
+        "--train-seed",
+        type=int,
+        help="seed of the initial weights, the order and the augmentation alone (default: --seed); "
+        "another run on the same split",
+    )
     p.add_argument(
         "--init",
         type=Path,
@@ -668,7 +684,9 @@ def main(argv=None):
     for name in args.models:
         epochs = args.epochs or DEFAULT_EPOCHS[name]
         print(f"\n== {name}: {epochs} epochs", flush=True)
-        model, state = train(name, epochs, data, args.seed, args.checkpoints, source, args.out, args.init, styles)
+        model, state = train(
+            name, epochs, data, args.seed, args.checkpoints, source, args.out, args.init, styles, args.train_seed
+        )
         best = state["best"]
         t, ece_before, ece_after = calibrate(model, data[2], data[3])
         attrs = {
@@ -677,6 +695,7 @@ def main(argv=None):
             f"{HELD_OUT_PER_CLASS} per class)"
             + (f", +{styles['added']} handwriting styles (tools/train/styles.py)" if styles else "")
             + f", augmented, {epochs} epochs (epoch {best['epoch']} kept), seed {args.seed}"
+            + (f", training seed {args.train_seed}" if args.train_seed not in (None, args.seed) else "")
             + (f", fine-tuned from {args.init / (name + '.h5')}" if args.init else ""),
             "lenet_recipe": json.dumps(state["recipe"]),
             "lenet_held_out_accuracy": np.float64(best["held_out_accuracy"]),
