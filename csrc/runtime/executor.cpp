@@ -116,49 +116,51 @@ std::map<std::string, PathChoice> path_choices;
 }  // namespace
 
 std::unique_ptr<Executor::Plan> Executor::make_plan(int capacity) {
-    std::vector<const StepConstants*> constants;
-    for (const auto& c : constants_) constants.push_back(c.get());
+    // Where the backend times its whole-network kernel against a kernel per step, the
+    // choice made for this architecture and capacity in the process (only networks the
+    // kernel can run have one).
+    std::string key;
+    std::optional<PathChoice> known;
+    if (backend_->time_paths()) {
+        key = architecture_key(*backend_, *network_, capacity);
+        std::lock_guard<std::mutex> lock(path_choices_mutex);
+        if (auto it = path_choices.find(key); it != path_choices.end()) known = it->second;
+    }
+    std::unique_ptr<Kernel> whole;
     std::string why;
-    std::unique_ptr<Kernel> whole = backend_->network_kernel(network_->steps(), constants, capacity, &why);
-    if (!whole || !backend_->time_paths()) {
+    if (!known || known->whole) {
+        std::vector<const StepConstants*> constants;
+        for (const auto& c : constants_) constants.push_back(c.get());
+        whole = backend_->network_kernel(network_->steps(), constants, capacity, &why);
+    }
+    if (known) why = known->why;
+    if (known || !whole || !backend_->time_paths()) {
         auto plan = build_plan(capacity, std::move(whole));
         plan->why = why;
         return plan;
     }
-    // Both can run it: the faster, timed once per architecture and capacity in the process.
-    const std::string key = architecture_key(*backend_, *network_, capacity);
-    std::optional<PathChoice> known;
+    // Both can run it: time both once, keep the faster.
+    auto fused = build_plan(capacity, std::move(whole));
+    auto layered = build_plan(capacity, nullptr);
+    const double t_fused = time_plan(*fused), t_layered = time_plan(*layered);
+    PathChoice c;
+    c.whole = t_fused <= t_layered;
+    c.why =
+        std::string(c.whole ? "faster" : "slower") + " as one kernel: " + number_str(std::round(t_fused * 10) / 10) +
+        " us against " + number_str(std::round(t_layered * 10) / 10) + " us a call with a kernel per layer (capacity " +
+        std::to_string(capacity) + ", median of " + std::to_string(kTimedCalls) + " calls, timed when first planned)";
     {
         std::lock_guard<std::mutex> lock(path_choices_mutex);
-        if (auto it = path_choices.find(key); it != path_choices.end()) known = it->second;
+        known = path_choices.emplace(key, c).first->second;  // another thread's choice, if it came first
     }
-    if (!known) {
-        auto fused = build_plan(capacity, std::move(whole));
-        auto layered = build_plan(capacity, nullptr);
-        const double t_fused = time_plan(*fused), t_layered = time_plan(*layered);
-        PathChoice c;
-        c.whole = t_fused <= t_layered;
-        c.why = std::string(c.whole ? "faster" : "slower") +
-                " as one kernel: " + number_str(std::round(t_fused * 10) / 10) + " us against " +
-                number_str(std::round(t_layered * 10) / 10) + " us a call with a kernel per layer (capacity " +
-                std::to_string(capacity) + ", median of " + std::to_string(kTimedCalls) +
-                " calls, timed when first planned)";
-        {
-            std::lock_guard<std::mutex> lock(path_choices_mutex);
-            known = path_choices.emplace(key, c).first->second;  // another thread's choice, if it came first
-        }
-        auto& kept = known->whole ? fused : layered;
-        kept->why = known->why;
-        return std::move(kept);
-    }
-    auto plan = build_plan(capacity, known->whole ? std::move(whole) : nullptr);
-    plan->why = known->why;
-    return plan;
+    auto& kept = known->whole ? fused : layered;
+    kept->why = known->why;
+    return std::move(kept);
 }
 
 double Executor::time_plan(Plan& plan) {
-    const int64_t in_size = network_->input().d.size();
-    std::vector<float> x(size_t(plan.capacity) * in_size, 0.f), y(size_t(plan.capacity) * network_ -> output_size());
+    const size_t rows = size_t(plan.capacity);
+    std::vector<float> x(rows * network_->input().d.size(), 0.f), y(rows * network_->output_size());
     HostInput input;
     input.values = x.data();
     std::vector<double> times;

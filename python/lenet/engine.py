@@ -84,8 +84,8 @@ class Engine:
         self.device = resolve_device(device)
         if not isinstance(cpu_kernels, str):
             raise InputError(f"cpu_kernels must be a string, got {cpu_kernels!r}")
-        if cuda_path not in ("auto", "fused", "library"):
-            raise InputError(f"cuda_path must be 'auto', 'fused' or 'library', got {cuda_path!r}")
+        if not isinstance(cuda_path, str):
+            raise InputError(f"cuda_path must be a string, got {cuda_path!r}")
         self._executor = _core.Executor(
             self.model.network, self.device, threads, allow_tf32, cuda_graphs, cpu_kernels, cuda_path
         )

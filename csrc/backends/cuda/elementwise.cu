@@ -68,11 +68,19 @@ __global__ void layer_norm(const float* x, float* y, int64_t pixels, Dims d, con
     LENET_FOR_EACH(p, pixels) nchw::layer_norm(x, y, p, d, gamma, beta, epsilon);
 }
 
+__global__ void scale_pixels(const uint8_t* x, float* y, int64_t count, float scale) {
+    LENET_FOR_EACH(i, count) y[i] = __fmul_rn(float(x[i]), scale);  // never contracted: the host's product
+}
+
 __global__ void resize(const float* x, float* y, int64_t count, Dims in, Dims out, Pads crop, bool nearest) {
     LENET_FOR_EACH(i, count) y[i] = nchw::resize(x, i, in, out, crop, nearest);
 }
 
 }  // namespace
+
+void launch_scale_pixels(const uint8_t* x, float* y, int64_t count, float scale, cudaStream_t s) {
+    if (count) scale_pixels<<<blocks(count), kThreads, 0, s>>>(x, y, count, scale);
+}
 
 void launch_bias_act(float* y, const float* bias, int64_t count, int channels, int inner, const Activation& act,
                      cudaStream_t s) {

@@ -16,6 +16,9 @@ namespace lenet::cuda {
 // cuDNN's AddTensor + ActivationForward.
 void launch_bias_act(float* y, const float* bias, int64_t count, int channels, int inner, const Activation& act,
                      cudaStream_t s);
+// y[i] = float(x[i]) * scale: uint8 pixels uploaded as bytes, scaled on the device
+// into the float32 values the host's float(p) * scale gives.
+void launch_scale_pixels(const uint8_t* x, float* y, int64_t count, float scale, cudaStream_t s);
 // y[i] = act(x[i]).
 void launch_activation(const float* x, float* y, int64_t count, const Activation& act, cudaStream_t s);
 // y[i] = x[i] * scale[c] + shift[c], c = (i / inner) % channels (Rescaling, Normalization, batch norm).

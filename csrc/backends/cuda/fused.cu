@@ -1,7 +1,6 @@
 // The fused path's kernel: one block per tile of images, every op of the program
 // in turn over shared memory, a barrier between phases (fused_program.h holds the
 // work; the host emulation runs the same code).
-#include <algorithm>
 
 #include "fused.cuh"
 
@@ -30,11 +29,6 @@ __global__ void __launch_bounds__(IPB == 1 ? 1024 : 256)
         }
     }
     store_tile(tile, smem, y + int64_t(first) * tile.output_size, count, threadIdx.x, blockDim.x);
-}
-
-__global__ void scale_pixels(const uint8_t* x, float* y, int64_t count, float scale) {
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x)
-        y[i] = __fmul_rn(float(x[i]), scale);  // never contracted: the host's product, bit for bit
 }
 
 template <int IPB>
@@ -68,13 +62,6 @@ cudaError_t launch(const Op* ops, int op_count, const Tile& tile, int threads, i
         case 8: return launch_tiles<8>(ops, op_count, tile, threads, shared_bytes, values, pixels, scale, y, n, stream);
     }
     return cudaErrorInvalidValue;
-}
-
-cudaError_t launch_scale_pixels(const uint8_t* x, float* y, int64_t count, float scale, cudaStream_t stream) {
-    if (count <= 0) return cudaSuccess;
-    const unsigned blocks = unsigned(std::min<int64_t>((count + 255) / 256, 65535));
-    scale_pixels<<<blocks, 256, 0, stream>>>(x, y, count, scale);
-    return cudaGetLastError();
 }
 
 }  // namespace lenet::cuda::fused

@@ -19,7 +19,4 @@ cudaError_t allow_shared_memory(int images, int shared_bytes);
 cudaError_t launch(const Op* ops, int op_count, const Tile& tile, int threads, int shared_bytes, const float* values,
                    const uint8_t* pixels, float scale, float* y, int n, cudaStream_t stream);
 
-// y[i] = float(x[i]) * scale: uint8 pixels uploaded as bytes, scaled on the device.
-cudaError_t launch_scale_pixels(const uint8_t* x, float* y, int64_t count, float scale, cudaStream_t stream);
-
 }  // namespace lenet::cuda::fused

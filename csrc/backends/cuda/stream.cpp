@@ -5,7 +5,7 @@
 // float32's) and are scaled on the device; each input kind has its own graph.
 #include <cstring>
 
-#include "fused.cuh"
+#include "elementwise.cuh"
 #include "ops.h"
 
 namespace lenet::cuda {
@@ -18,25 +18,25 @@ public:
           capacity_(capacity),
           in_bytes_(size_t(input_size) * sizeof(float)),
           out_bytes_(size_t(output_size) * sizeof(float)),
-          pixels_(size_t(input_size) * capacity),
+          in_pixels_(size_t(input_size)),
           pinned_in_(pinned_alloc(in_bytes_ * capacity)),
-          pinned_pixels_(pinned_alloc(pixels_)),
+          pinned_pixels_(pinned_alloc(in_pixels_ * capacity)),
           pinned_out_(pinned_alloc(out_bytes_ * capacity)),
           dev_in_(device_alloc(in_bytes_ * capacity)),
-          dev_pixels_(device_alloc(pixels_)),
+          dev_pixels_(device_alloc(in_pixels_ * capacity)),
           dev_out_(device_alloc(out_bytes_ * capacity)),
           graphs_(ctx.graphs),
           why_(ctx.graphs ? "not run yet" : "CUDA graphs turned off (cuda_graphs=False)") {
         // Rows past a call's n are computed too: keep them finite.
         std::memset(pinned_in_.get(), 0, in_bytes_ * capacity);
-        std::memset(pinned_pixels_.get(), 0, pixels_);
+        std::memset(pinned_pixels_.get(), 0, in_pixels_ * capacity);
     }
 
     void forward(HostInput x, float* y, int n, const LayerWalk& layers) override {
         std::lock_guard<std::mutex> lock(ctx_.mutex);
         const Kind kind = x.pixels ? Kind::pixels : Kind::values;
         if (x.pixels) {
-            std::memcpy(pinned_pixels_.get(), x.pixels, pixels_ / capacity_ * n);
+            std::memcpy(pinned_pixels_.get(), x.pixels, in_pixels_ * n);
             if (x.scale != scale_) {
                 scale_ = x.scale;
                 exec_[int(Kind::pixels)].reset();  // the graph holds the scale: captured again
@@ -70,9 +70,10 @@ private:
     void enqueue(Kind kind, const LayerWalk& layers) {
         cudaStream_t s = ctx_.stream.get();
         if (kind == Kind::pixels) {
-            LENET_CHECK(cudaMemcpyAsync(dev_pixels_.get(), pinned_pixels_.get(), pixels_, cudaMemcpyHostToDevice, s));
-            LENET_CHECK(fused::launch_scale_pixels(static_cast<const uint8_t*>(dev_pixels_.get()), f(dev_in_),
-                                                   int64_t(pixels_), scale_, s));
+            const size_t bytes = in_pixels_ * capacity_;
+            LENET_CHECK(cudaMemcpyAsync(dev_pixels_.get(), pinned_pixels_.get(), bytes, cudaMemcpyHostToDevice, s));
+            launch_scale_pixels(static_cast<const uint8_t*>(dev_pixels_.get()), f(dev_in_), int64_t(bytes), scale_, s);
+            LENET_CHECK(cudaGetLastError());
         } else {
             LENET_CHECK(
                 cudaMemcpyAsync(dev_in_.get(), pinned_in_.get(), in_bytes_ * capacity_, cudaMemcpyHostToDevice, s));
@@ -121,7 +122,7 @@ private:
 
     Context& ctx_;
     const int capacity_;
-    const size_t in_bytes_, out_bytes_, pixels_;
+    const size_t in_bytes_, out_bytes_, in_pixels_;  // per image
     PinnedMemory pinned_in_, pinned_pixels_, pinned_out_;
     DeviceMemory dev_in_, dev_pixels_, dev_out_;
     float scale_ = 1.f;
