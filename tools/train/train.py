@@ -311,8 +311,14 @@ def training_dataset(x, y, seed, first_epoch, epochs, teacher=None):
 # ---------------------------------------------------------------- models
 
 
-def build_model(name):
+def build_model(name, dropout_scale=1.0):
+    """The model's layers; ``dropout_scale`` scales its dropout rates (a training
+    setting: dropout does nothing at inference, and the file's layers stay the same)."""
     layers = keras.layers
+
+    def dropout(rate):
+        return layers.Dropout(rate * dropout_scale)
+
     if name == "lenet5":
         body = [
             layers.Conv2D(6, 5, padding="same", activation="relu"),
@@ -330,10 +336,10 @@ def build_model(name):
             layers.MaxPooling2D(2),
             layers.Conv2D(12, 5, activation="relu"),
             layers.MaxPooling2D(2),
-            layers.Dropout(0.25),
+            dropout(0.25),
             layers.Flatten(),
             layers.Dense(128, activation="relu"),
-            layers.Dropout(0.5),
+            dropout(0.5),
             layers.Dense(10, activation="softmax"),
         ]
     elif name == "lenet-tf":
@@ -344,7 +350,7 @@ def build_model(name):
             layers.MaxPooling2D(2),
             layers.Flatten(),
             layers.Dense(1024, activation="relu"),
-            layers.Dropout(0.4),
+            dropout(0.4),
             layers.Dense(10, activation="softmax"),
         ]
     else:
@@ -414,7 +420,19 @@ def _atomic(path, write):
     os.replace(tmp, path)
 
 
-def recipe(name, epochs, seed, source, n_train, n_held, teacher=None, init=None, styles=None, train_seed=None):
+def recipe(
+    name,
+    epochs,
+    seed,
+    source,
+    n_train,
+    n_held,
+    teacher=None,
+    init=None,
+    styles=None,
+    train_seed=None,
+    dropout_scale=1.0,
+):
     r = {
         "model": name,
         "epochs": epochs,
@@ -439,6 +457,8 @@ def recipe(name, epochs, seed, source, n_train, n_held, teacher=None, init=None,
         r["fine_tuned_from"] = init
     if styles is not None:
         r["styles"] = styles
+    if dropout_scale != 1.0:
+        r["dropout_scale"] = dropout_scale
     return r
 
 
@@ -462,24 +482,39 @@ def load_init(name, init_dir):
     return keras.models.load_model(path, compile=False), info
 
 
-def load_teacher(name, out_dir):
+def load_teacher(name, out_dir, teacher_name=None):
     """(the teacher model for `name`, its description for the recipe), or (None, None).
-    The teacher is the file this script wrote for TEACHER[name]: trained on the same
-    split with the same seed, so the held-out digits stay unseen by both."""
-    if name not in TEACHER:
+    The teacher is the file this script wrote for ``teacher_name`` (default
+    TEACHER[name]): trained on the same split with the same seed, so the held-out
+    digits stay unseen by both."""
+    teacher_name = teacher_name or TEACHER.get(name)
+    if teacher_name is None or teacher_name == name:
         return None, None
-    path = out_dir / f"{TEACHER[name]}.h5"
+    path = out_dir / f"{teacher_name}.h5"
     if not path.exists():
-        raise SystemExit(f"{name} is distilled from {TEACHER[name]}: train it first ({path} is missing)")
+        raise SystemExit(f"{name} is distilled from {teacher_name}: train it first ({path} is missing)")
     with h5py.File(path, "r") as f:
         held_out = float(f.attrs.get("lenet_held_out_accuracy", float("nan")))
         trained_on = str(f.attrs.get("lenet_trained_on", ""))
     teacher = keras.models.load_model(path, compile=False)
     teacher.trainable = False
-    return teacher, {"model": TEACHER[name], "held_out_accuracy": held_out, "trained_on": trained_on}
+    return teacher, {"model": teacher_name, "held_out_accuracy": held_out, "trained_on": trained_on}
 
 
-def train(name, epochs, data, seed, checkpoints, source, out_dir, init_dir=None, styles=None, train_seed=None):
+def train(
+    name,
+    epochs,
+    data,
+    seed,
+    checkpoints,
+    source,
+    out_dir,
+    init_dir=None,
+    styles=None,
+    train_seed=None,
+    teacher_name=None,
+    dropout_scale=1.0,
+):
     """Train one model (resuming from `checkpoints` when a run of the same recipe was
     there); return (model at its best epoch, state). `seed` made the split and the
     styles; `train_seed` (default: `seed`) draws the initial weights, the order and the
@@ -487,14 +522,16 @@ def train(name, epochs, data, seed, checkpoints, source, out_dir, init_dir=None,
     run_seed = seed if train_seed is None else train_seed
     x_train, y_train, x_held, y_held = data
     steps = len(x_train) // BATCH_SIZE
-    teacher, teacher_info = load_teacher(name, out_dir)
+    teacher, teacher_info = load_teacher(name, out_dir, teacher_name)
     # Layer-name counters restarted (after the teacher is loaded): every file has
     # conv2d, dense, ..., named as if its model were alone.
     keras.backend.clear_session()
     keras.utils.set_random_seed(run_seed)
     checkpoints.mkdir(parents=True, exist_ok=True)
     init_model, init_info = load_init(name, init_dir)
-    wanted = recipe(name, epochs, seed, source, len(y_train), len(y_held), teacher_info, init_info, styles, run_seed)
+    wanted = recipe(
+        name, epochs, seed, source, len(y_train), len(y_held), teacher_info, init_info, styles, run_seed, dropout_scale
+    )
     state_file, model_file = checkpoints / f"{name}.json", checkpoints / f"{name}.keras"
     state = {"recipe": wanted, "history": [], "epochs_done": 0}
     if state_file.exists() and model_file.exists():
@@ -506,7 +543,7 @@ def train(name, epochs, data, seed, checkpoints, source, out_dir, init_dir=None,
         else:
             print(f"  {state_file} is another recipe: starting afresh")
     if state["epochs_done"] == 0:
-        model = init_model if init_model is not None else build_model(name)
+        model = init_model if init_model is not None else build_model(name, dropout_scale)
         model.compile(
             optimizer=keras.optimizers.Adam(schedule(name, epochs, steps, init_info)),
             loss="categorical_crossentropy" if teacher is not None else "sparse_categorical_crossentropy",
@@ -634,7 +671,21 @@ def parse_args(argv):
     p.add_argument(
         "--no-styles", action="store_true", help="train on MNIST alone, without the handwriting styles of styles.py"
     )
+    p.add_argument(
+        "--teacher",
+        choices=MODELS,
+        help="distil every other model of this run from DIR/<teacher>.h5 in --out "
+        f"(default: {', '.join(f'{s} from {t}' for s, t in TEACHER.items())})",
+    )
+    p.add_argument(
+        "--dropout-scale",
+        type=float,
+        default=1.0,
+        help="scale every dropout rate by this (default 1; the file's layers are the same)",
+    )
     args = p.parse_args(argv)
+    if not 0 <= args.dropout_scale * 0.5 < 1:
+        p.error("--dropout-scale must keep every rate in [0, 1)")
     args.models = list(dict.fromkeys(m.strip() for m in args.models.split(",") if m.strip()))
     args.models.sort(key=lambda m: MODELS.index(m) if m in MODELS else -1)
     for m in args.models:
@@ -685,7 +736,18 @@ def main(argv=None):
         epochs = args.epochs or DEFAULT_EPOCHS[name]
         print(f"\n== {name}: {epochs} epochs", flush=True)
         model, state = train(
-            name, epochs, data, args.seed, args.checkpoints, source, args.out, args.init, styles, args.train_seed
+            name,
+            epochs,
+            data,
+            args.seed,
+            args.checkpoints,
+            source,
+            args.out,
+            args.init,
+            styles,
+            args.train_seed,
+            args.teacher,
+            args.dropout_scale,
         )
         best = state["best"]
         t, ece_before, ece_after = calibrate(model, data[2], data[3])
@@ -696,7 +758,13 @@ def main(argv=None):
             + (f", +{styles['added']} handwriting styles (tools/train/styles.py)" if styles else "")
             + f", augmented, {epochs} epochs (epoch {best['epoch']} kept), seed {args.seed}"
             + (f", training seed {args.train_seed}" if args.train_seed not in (None, args.seed) else "")
-            + (f", fine-tuned from {args.init / (name + '.h5')}" if args.init else ""),
+            + (f", fine-tuned from {args.init / (name + '.h5')}" if args.init else "")
+            + (
+                f", distilled from {state['recipe']['distilled_from']['model']}"
+                if state["recipe"].get("distilled_from")
+                else ""
+            )
+            + (f", dropout x{args.dropout_scale:g}" if args.dropout_scale != 1.0 else ""),
             "lenet_recipe": json.dumps(state["recipe"]),
             "lenet_held_out_accuracy": np.float64(best["held_out_accuracy"]),
             "lenet_temperature": np.float64(t),

@@ -5,8 +5,8 @@ from the first bytes), ``decode`` (files and bytes to pixels, upright), ``pixels
 (arrays to 0..255 pixels of the model's size and channels), ``prepare`` (items to
 the model's rows, on the mnist or the photo path). Photos and scans of digits on
 paper go through three stages, one module each: ``page`` (the paper and the ink on
-it), ``digit`` (one digit framed as MNIST's) and ``number`` (a number read digit by
-digit).
+it; ``rules`` takes out ruled lines and underlines), ``digit`` (one digit framed as
+MNIST's) and ``number`` (a number read digit by digit).
 """
 
 from .limits import DEFAULT_MAX_IMAGE_PIXELS, max_image_pixels, set_max_image_pixels
