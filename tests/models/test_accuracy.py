@@ -6,9 +6,10 @@ import pytest
 import lenet
 
 # The accuracy table of docs/shipped-models.md: all three were retrained on the full training set (issue
-# 21) and measured 99.48%, 99.22% (lenet-keras, distilled from lenet-tf) and 99.59%; lenet5 and lenet-tf
-# again with the handwriting styles (issue 34): 99.45% and 99.67%.
-MIN_ACCURACY = {"lenet5": 0.994, "lenet-keras": 0.99, "lenet-tf": 0.995}
+# 21) and measured 99.48%, 99.22% (lenet-keras, distilled from lenet-tf) and 99.59%; again with the
+# handwriting styles (issue 34): lenet-tf 99.67%, then lenet5 99.59% and lenet-keras 99.32%, both
+# distilled from it (issue 34's targets: 99.5%, 99.3%, 99.6%).
+MIN_ACCURACY = {"lenet5": 0.995, "lenet-keras": 0.993, "lenet-tf": 0.996}
 
 
 @pytest.mark.parametrize("name", lenet.SHIPPED_MODELS)

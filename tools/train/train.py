@@ -16,9 +16,9 @@ The augmentation mimics what real inputs do to a digit: one random affine warp
 (rotation, zoom, shear, shift) composed with an elastic distortion in the manner of
 Simard, Steinkraus & Platt (2003) and applied in one bilinear resampling; then, on
 random subsets, thicker or thinner strokes (grey dilation/erosion), blur, lower
-contrast and sensor noise. Adam with a short warm-up and cosine decay. The smallest
-model, lenet-keras, is distilled from lenet-tf (TEACHER, DISTILL): lenet-tf is trained
-first, and its file in --out is the teacher.
+contrast and sensor noise. Adam with a short warm-up and cosine decay. The two small
+models, lenet5 and lenet-keras, are distilled from lenet-tf (TEACHER, DISTILL): lenet-tf
+is trained first, and its file in --out is the teacher.
 
 Checkpoints (model + optimizer state, after every epoch) go to ``--checkpoints``; a run
 that stops is resumed by running the same command again. The held-out accuracy picks the
@@ -63,20 +63,26 @@ from mnist_split import (  # noqa: E402
     stratified_split,
 )
 
-MODELS = ("lenet5", "lenet-tf", "lenet-keras")  # a teacher (TEACHER) before its student
+MODELS = ("lenet-tf", "lenet5", "lenet-keras")  # a teacher (TEACHER) before its students
 INPUT_SCALE = np.float64(1 / 255)
 BATCH_SIZE = 128
 WARMUP_EPOCHS = 1
 # Per-model defaults: epochs and peak learning rate (cosine-decayed to zero after warm-up).
-DEFAULT_EPOCHS = {"lenet5": 40, "lenet-keras": 100, "lenet-tf": 30}
+DEFAULT_EPOCHS = {"lenet5": 50, "lenet-keras": 100, "lenet-tf": 40}
 LEARNING_RATE = {"lenet5": 2e-3, "lenet-keras": 3e-3, "lenet-tf": 1e-3}
-# Distillation (Hinton, Vinyals & Dean 2015): the smallest model learns from a bigger one
+# Distillation (Hinton, Vinyals & Dean 2015): a small model learns from a bigger one
 # already trained on the same split, seeing the teacher's probabilities for the very
 # augmented digit it is shown. Its target is (1 - alpha) one-hot + alpha teacher's
 # probabilities softened by `temperature` (softmax(log p / temperature)). With its own
 # hard labels alone, lenet-keras (5 and 12 filters) stayed underconfident (its fitted
-# temperature was 0.88) and at 99.15% on the test set.
-TEACHER = {"lenet-keras": "lenet-tf"}
+# temperature was 0.88) and at 99.15% on the test set; lenet5 on its own labels held
+# out 99.30-99.50% over five runs, distilled 99.50% (test 99.59%).
+TEACHER = {"lenet5": "lenet-tf", "lenet-keras": "lenet-tf"}
+# Dropout rates scaled per model (--dropout-scale overrides): lenet-keras keeps the seed
+# model's layers (dropout 0.25 and 0.5) but trains at half those rates; with the full
+# rates, under the augmentation and distillation, it held out 99.12-99.24%, at half
+# 99.32%.
+DROPOUT_SCALE = {"lenet-keras": 0.5}
 DISTILL = {"alpha": 0.7, "temperature": 2.0}
 
 # The augmentation, every range uniform. Geometry: rotation (degrees), zoom, shear,
@@ -680,11 +686,12 @@ def parse_args(argv):
     p.add_argument(
         "--dropout-scale",
         type=float,
-        default=1.0,
-        help="scale every dropout rate by this (default 1; the file's layers are the same)",
+        help="scale every dropout rate by this (default: "
+        + ", ".join(f"{k} {v:g}" for k, v in DROPOUT_SCALE.items())
+        + ", others 1; the file's layers are the same)",
     )
     args = p.parse_args(argv)
-    if not 0 <= args.dropout_scale * 0.5 < 1:
+    if args.dropout_scale is not None and not 0 <= args.dropout_scale * 0.5 < 1:
         p.error("--dropout-scale must keep every rate in [0, 1)")
     args.models = list(dict.fromkeys(m.strip() for m in args.models.split(",") if m.strip()))
     args.models.sort(key=lambda m: MODELS.index(m) if m in MODELS else -1)
@@ -734,6 +741,7 @@ def main(argv=None):
     summary = []
     for name in args.models:
         epochs = args.epochs or DEFAULT_EPOCHS[name]
+        dropout_scale = args.dropout_scale if args.dropout_scale is not None else DROPOUT_SCALE.get(name, 1.0)
         print(f"\n== {name}: {epochs} epochs", flush=True)
         model, state = train(
             name,
@@ -747,7 +755,7 @@ def main(argv=None):
             styles,
             args.train_seed,
             args.teacher,
-            args.dropout_scale,
+            dropout_scale,
         )
         best = state["best"]
         t, ece_before, ece_after = calibrate(model, data[2], data[3])
@@ -764,7 +772,7 @@ def main(argv=None):
                 if state["recipe"].get("distilled_from")
                 else ""
             )
-            + (f", dropout x{args.dropout_scale:g}" if args.dropout_scale != 1.0 else ""),
+            + (f", dropout x{dropout_scale:g}" if dropout_scale != 1.0 else ""),
             "lenet_recipe": json.dumps(state["recipe"]),
             "lenet_held_out_accuracy": np.float64(best["held_out_accuracy"]),
             "lenet_temperature": np.float64(t),
