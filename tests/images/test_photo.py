@@ -397,6 +397,20 @@ def test_defocused_digits_keep_their_soft_strokes(engine):
     assert not any(judged_defocused(defocused(d, 0.5, rng)) for d in range(10))
 
 
+def test_touching_pairs_of_the_examples(engine):
+    """Every pair of the examples touching (4 and 8 px of overlap) before a 3: read
+    whole. Before the network's doubt counted DOUBT times (number.py), 194 of 200 (a
+    touching "15" read as 5, "17" as 0); after, 196."""
+    wrong = []
+    for a in range(10):
+        for b in range(10):
+            for overlap in (4, 8):
+                img = page(row([a, b, 3], overlap=overlap), size=(300, 500), at=(100, 60))
+                if engine.read_number(img).number != f"{a}{b}3":
+                    wrong.append((a, b, overlap))
+    assert len(wrong) <= 4, wrong
+
+
 def test_cut_paths_pass_between_touching_digits():
     """A bar joined to a ring by a short stroke (a 1 running into a 0) is cut across
     that stroke; a wide ring alone only through both its sides (two crossings)."""
