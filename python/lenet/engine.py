@@ -239,13 +239,7 @@ class Engine:
         torch tensor, a JAX array) or a nested list. ``batch_size``: inputs per call of
         the engine (all at once by default; the outputs are the same). ``verbose`` is
         accepted for Keras' signature and ignored (no progress bar)."""
-        if (
-            type(x) is np.ndarray
-            and x.dtype == np.float32
-            and x.flags.c_contiguous
-            and batch_size is None
-            and x.ndim == self._rank
-        ):
+        if batch_size is None and self._as_is(x):
             return self._executor.run(x)  # the common case: the core checks the shape
         return self._run(x, self._executor.run, batch_size, "predict")
 
@@ -253,15 +247,13 @@ class Engine:
         """A distribution over the classes per input (see ``Result``): ``predict``'s
         outputs when the model ends in a softmax. A single input without the batch
         axis is accepted too."""
-        if (
-            type(x) is np.ndarray
-            and x.dtype == np.float32
-            and x.flags.c_contiguous
-            and batch_size is None
-            and x.ndim == self._rank
-        ):
+        if batch_size is None and self._as_is(x):
             return self._executor.probabilities(x)  # the common case: the core checks the shape
         return self._run(x, self._executor.probabilities, batch_size, "predict_proba")
+
+    def _as_is(self, x: Any) -> bool:
+        """Whether ``x`` goes to the core as it is: a C-contiguous float32 batch."""
+        return type(x) is np.ndarray and x.dtype == np.float32 and x.flags.c_contiguous and x.ndim == self._rank
 
     def _run(self, x: Any, run: Callable, batch_size: Optional[int], what: str) -> np.ndarray:
         """predict / predict_proba on anything but a ready batch: checked, converted, chunked."""

@@ -6,10 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -18,6 +14,7 @@ import cv2
 import numpy as np
 import pytest
 from conftest import REPO
+from serve_process import LenetServe
 
 import lenet
 
@@ -272,39 +269,16 @@ def test_the_engine_leaves_the_event_loop_a_core():
     assert create_app(weights="lenet5", device="cpu", threads=3).state.server.engine.threads == 3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_lenet_serve_starts_answers_and_stops_gracefully():
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lenet.serve", "--port", str(port), "--device", "cpu", "--threads", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
-                    assert r.read() == b"ok"
-                break
-            except OSError:
-                assert proc.poll() is None and time.time() < deadline, proc.stderr.read() if proc.poll() else ""
-                time.sleep(0.2)
+    with LenetServe() as server:
+        with urllib.request.urlopen(server.url + "/healthz", timeout=2) as r:
+            assert r.read() == b"ok"
         req = urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/classify", data=EXAMPLES[9].read_bytes(), headers={"Content-Type": "image/png"}
+            server.url + "/v1/classify", data=EXAMPLES[9].read_bytes(), headers={"Content-Type": "image/png"}
         )
         with urllib.request.urlopen(req, timeout=10) as r:
             assert json.loads(r.read())["digit"] == 9
-    finally:
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
+    assert server.returncode == 0, server.stderr
 
 
 def test_an_onnx_model_is_served():

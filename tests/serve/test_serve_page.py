@@ -11,15 +11,10 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from serve_process import LenetServe
 
 pytest.importorskip("fastapi", reason="the serve extra is not installed (pip install 'lenet[serve]')")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
@@ -33,35 +28,10 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lenet.serve", "--port", str(port), "--device", "cpu", "--threads", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            urllib.request.urlopen(url + "/healthz", timeout=2).read()
-            break
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                proc.kill()
-                pytest.fail(f"lenet-serve did not start: {proc.stderr.read()}")
-            time.sleep(0.2)
-    yield url
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=30)
+    with LenetServe() as s:
+        yield s.url
 
 
 @pytest.fixture(scope="module")
