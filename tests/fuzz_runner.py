@@ -49,10 +49,8 @@ INPUT_TIMEOUT_S = 60
 
 
 def need_atheris() -> None:
-    """atheris is in the test extra; without it the fuzzers skip, except in CI."""
+    """atheris is in the test extra; without it the fuzzers skip (in lenet's CI, fail: conftest.CI_MAY_SKIP)."""
     if importlib.util.find_spec("atheris") is None:
-        if os.environ.get("CI"):
-            pytest.fail("atheris is not installed, and CI must run the fuzzers (pip install '.[test]')")
         pytest.skip("atheris is not installed (pip install '.[test]'): the fuzzers cannot run")
 
 

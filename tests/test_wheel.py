@@ -18,6 +18,8 @@ from conftest import REPO
 
 from lenet._native import _core
 
+pytestmark = pytest.mark.slow  # builds and repairs a wheel: minutes
+
 # Libraries that come from their own wheels (the nvidia-* and scipy-openblas32
 # dependencies), never copied into ours. OpenBLAS is linked (excluded from the repair);
 # cuDNN and cuBLAS are opened at run time by lenet._cuda, never linked.

@@ -130,9 +130,13 @@ def test_predict_proba_matches_infer(engine, digits):
 
 def test_module_level_infer_reuses_engine(digits):
     r1 = lenet.infer(digits[0][0], device="cpu")
+    cpu = [k for k in lenet.engine._default_engines if k[1] == "cpu"]
+    assert len(cpu) == 1
+    first = lenet.engine._default_engines[cpu[0]]
     r2 = lenet.infer(digits[0][0], device="cpu")
+    assert lenet.engine._default_engines[cpu[0]] is first  # the same engine, not an equal new one
+    assert [k for k in lenet.engine._default_engines if k[1] == "cpu"] == cpu
     assert r1.digit == r2.digit
-    assert len([k for k in lenet.engine._default_engines if k[1] == "cpu"]) == 1
 
 
 @pytest.mark.parametrize(
@@ -201,17 +205,26 @@ def test_errors_are_typed():
     assert issubclass(lenet.CudaError, lenet.Error)
 
 
-def test_cuda_status_without_a_gpu():
+def test_cuda_status_with_or_without_a_gpu():
+    """What a user sees of the GPU, either way: with one, the engines run there and info()
+    names it; without one, a typed error for device='cuda' and the CPU for 'auto'."""
     assert isinstance(lenet.cuda_built(), bool)
     assert isinstance(lenet.cuda_available(), bool)
     info = lenet.info()
     assert info["version"] == lenet.__version__ and "cpu" in info["backends_built"]
-    if not lenet.cuda_available():
-        with pytest.raises(lenet.CudaError, match="CUDA"):
-            lenet.Engine(device="cuda")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the fallback's one warning: tests/cuda/test_cuda.py checks it
-            assert lenet.Engine(device="auto").device == "cpu"
+    if lenet.cuda_available():
+        assert lenet.cuda_built() and "cuda" in info["backends_built"]
+        assert info["gpu"] and info.get("gpu_error") is None, info
+        assert lenet.Engine(device="cuda").device == "cuda"
+        assert lenet.Engine(device="auto").device == "cuda"
+        return
+    if lenet.cuda_built():  # the backend is there: info says why it cannot run
+        assert info["gpu"] is None and info["gpu_error"], info
+    with pytest.raises(lenet.CudaError, match="CUDA"):
+        lenet.Engine(device="cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fallback's one warning: tests/cuda/test_cuda.py checks it
+        assert lenet.Engine(device="auto").device == "cpu"
 
 
 @pytest.mark.parametrize("threads", [1, 2, 4])

@@ -5,6 +5,7 @@ without TensorFlow, and the contenders run in a process of their own. No test as
 import csv
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 
@@ -317,6 +318,127 @@ def test_a_contender_runs_and_is_timed_in_a_process_of_its_own(tmp_path):
     if cs.gpu_missing() is not None:
         with pytest.raises(cs.Unavailable, match="no GPU"):
             Remote("lenet-cuda", cs.Ctx(weights, 1), x, [1], tmp_path, {})
+
+
+# Contenders that die, registered by a plug-in module (LENET_BENCH_CONTENDERS), which the
+# processes of own-process contenders import too.
+_DYING = """
+import os, signal, time
+
+from lenet.bench.registry import contender
+
+
+def _engine(ctx):
+    import lenet
+
+    return lenet.Engine(ctx.weights, device="cpu", threads=1)
+
+
+@contender("crashes-when-timed", (), "test: SIGSEGV once its timed blocks begin", process="own")
+def _crashes(ctx):
+    eng, built = _engine(ctx), time.monotonic()
+
+    def run(x):
+        if time.monotonic() - built > 1.5:  # past the check and, as a rule, the warm-up
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return eng.predict_proba(x)
+
+    return run
+
+
+@contender("aborts-at-load", (), "test: abort() while it loads", process="own")
+def _aborts(ctx):
+    os.abort()
+
+
+@contender("hangs-at-load", (), "test: never answers", process="own")
+def _hangs(ctx):
+    time.sleep(3600)
+"""
+
+
+def test_a_contender_that_crashes_or_hangs_costs_its_row_not_the_run(tmp_path):
+    """Issue 42: the other rows are measured and every file is written; the dead ones say
+    what killed them, where."""
+    _shipped()
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    (plugin / "dying_contenders.py").write_text(_DYING)
+    env = {
+        **os.environ,
+        "LENET_BENCH_CONTENDERS": "dying_contenders",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(plugin), os.environ.get("PYTHONPATH")])),
+    }
+    out = tmp_path / "bench"
+    names = ["lenet-cpu", "crashes-when-timed", "aborts-at-load", "hangs-at-load", "lenet-cpu-infer-array"]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lenet.bench",
+            "--quick",
+            "--models",
+            "lenet5",
+            "--contenders",
+            ",".join(names),
+            "--isolate",
+            "lenet-cpu-infer-array",
+            "--batch-sizes",
+            "1,8",
+            "--threads",
+            "1",
+            "--images",
+            "64",
+            "--rounds",
+            "3",
+            "--timeout",
+            "20",
+            "--no-probe",
+            "--out",
+            str(out),
+            *_mnist_args(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for name in ["results.json", "results.csv", "README-table.md"] + (
+        ["latency.png"] if importlib.util.find_spec("matplotlib") else []
+    ):
+        assert (out / name).stat().st_size > 0, name
+    doc = json.loads((out / "results.json").read_text())
+    rows = {r["contender"]: r for r in doc["results"]}
+    assert set(doc["header"]["own_process"]) == set(names) - {"lenet-cpu"}
+    for name in ("lenet-cpu", "lenet-cpu-infer-array"):  # in this process, and --isolate'd
+        assert rows[name]["status"] == "ok" and rows[name]["agree"] is True, rows[name]
+        assert rows[name]["tput_b8"] > 0
+    crashed = rows["crashes-when-timed"]
+    assert crashed["status"] == "failed", crashed
+    assert crashed["reason"].startswith("crashed: SIGSEGV in run (dying_contenders.py:"), crashed["reason"]
+    aborted = rows["aborts-at-load"]
+    assert aborted["status"] == "failed" and aborted["reason"].startswith("crashed: SIGABRT in _aborts ("), aborted
+    hung = rows["hangs-at-load"]
+    assert hung["status"] == "failed", hung
+    assert hung["reason"].startswith("hung: no answer to 'build' in 20 s; its process was killed"), hung["reason"]
+    md = (out / "README-table.md").read_text()
+    assert "crashed: SIGSEGV in run" in md and "hung: no answer" in md
+    assert "crashed: SIGSEGV in run" in proc.stdout
+
+
+def test_a_dead_child_is_described_by_its_signal_and_its_innermost_frame():
+    from lenet.bench.child import death
+
+    stack = (
+        "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):\n"
+        '  File "/usr/lib/python3/site-packages/torch/cuda/graphs.py", line 139 in replay\n'
+        '  File "/src/lenet/bench/peers.py", line 110 in run\n'
+    )
+    assert death(-11, stack) == "crashed: SIGSEGV in replay (torch/cuda/graphs.py:139)"
+    assert death(-9, "") == "crashed: SIGKILL"
+    assert death(3, "one\nTypeError: bad\n\n") == "exited with status 3: TypeError: bad"
+    assert death(1, "") == "exited with status 1: (no output)"
 
 
 def test_gpu_rows_are_compared_with_the_other_gpu_engines():

@@ -101,31 +101,34 @@ def test_infer_from_threads_decodes_and_prepares_independently(batch):
 
 
 def test_engine_released_while_another_thread_uses_it_stays_alive_then_is_freed(batch):
+    """The owner drops every reference of its own while another thread is calling the engine
+    through a bound method: the calls made after that still get the serial answers (the
+    native engine was not torn down under them), and the engine is freed once the thread
+    lets go."""
     eng = lenet.Engine(device="cpu", threads=2)
     x = batch
     want = eng.predict_proba(x)
     gone = weakref.ref(eng)
-    predict = eng.predict_proba  # what the other thread holds: a bound method
-    started, released = threading.Event(), threading.Event()
-    results = []
+    started, owner_gone = threading.Event(), threading.Event()
+    before, after = [], []
 
-    def work(_):
-        for i in range(300):
-            if i == 5:
-                started.set()
-            results.append(np.array_equal(predict(x), want))  # noqa: F821 (deleted below, after the join)
-        released.wait(60)
+    def work(predict):  # holds the only reference left once the owner lets go
+        while not owner_gone.is_set():
+            before.append(np.array_equal(predict(x), want))
+            started.set()
+        for _ in range(50):  # these run after the owner's release, and while it is collected
+            after.append(np.array_equal(predict(x), want))
 
-    t = threading.Thread(target=work, args=(0,))
+    t = threading.Thread(target=work, args=(eng.predict_proba,))
     t.start()
     assert started.wait(60)
     del eng  # the owner lets go in the middle of the calls
     gc.collect()
-    assert gone() is not None  # kept alive by the thread's reference
-    released.set()
+    owner_gone.set()
     t.join()
-    assert len(results) == 300 and all(results)
-    del predict
+    assert before and all(before)
+    assert len(after) == 50 and all(after)
+    del t
     gc.collect()
     assert gone() is None  # and freed once nobody uses it
 

@@ -125,26 +125,43 @@ def keras_model(path: Any):
 
 def keras_predict(path_or_model: Any, x: np.ndarray, batch_size: int = 500) -> np.ndarray:
     """What Keras outputs on x (in the Keras model's own input layout). A path is loaded
-    once with ``keras_model``; a model is called directly."""
+    once with ``keras_model``; a model is called directly.
+
+    A model with a channels_first layer is called through XLA, always: TensorFlow's own CPU
+    kernels of Conv2D and the poolings take NCHW only when oneDNN is on, and TensorFlow turns
+    oneDNN on by default only on processors with AVX-512 VNNI, BF16 or AMX (neither Keras 3
+    nor tf_keras transposes for them). Choosing XLA by the model, not by a first failure,
+    keeps the reference the same computation on every x86 processor, oneDNN on or off
+    (XLA's CPU convolutions are FP32)."""
     model = keras_model(path_or_model) if isinstance(path_or_model, (str, os.PathLike)) else path_or_model
     x = np.asarray(x, dtype=np.float32)
     call = lambda t: model(t, training=False)  # noqa: E731
+    if _has_channels_first_layer(model):
+        import tensorflow as tf
+
+        call = tf.function(call, jit_compile=True)
     outs = []
     for i in range(0, len(x), batch_size):
-        try:
-            y = call(x[i : i + batch_size])
-        except Exception as e:
-            # TensorFlow's CPU kernels of Conv2D and the poolings take NHWC only: a
-            # channels_first model runs there only when XLA compiles it (as Keras does for
-            # the conv cases it knows to be broken). XLA's CPU convolutions are FP32.
-            if "NHWC" not in str(e) or i:
-                raise
-            import tensorflow as tf
-
-            call = tf.function(call, jit_compile=True)
-            y = call(x[i : i + batch_size])
+        y = call(x[i : i + batch_size])
         outs.append(np.asarray(y.numpy() if hasattr(y, "numpy") else y, dtype=np.float32))
     return np.concatenate(outs) if outs else np.zeros((0,), np.float32)
+
+
+def _has_channels_first_layer(model) -> bool:
+    """Whether any layer of the model, nested models included, is channels_first, when the
+    model runs on TensorFlow (tf_keras, or Keras 3 on its TensorFlow backend)."""
+    if not type(model).__module__.startswith("tf_keras"):
+        import keras
+
+        if keras.backend.backend() != "tensorflow":
+            return False
+    stack = list(getattr(model, "layers", []))
+    while stack:
+        layer = stack.pop()
+        if getattr(layer, "data_format", None) == "channels_first":
+            return True
+        stack.extend(getattr(layer, "layers", []))
+    return False
 
 
 def _randomize(model, seed: int) -> None:

@@ -77,6 +77,22 @@ def _parser(names: list[str]) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("bench-results"), help="output directory (default: bench-results)")
     p.add_argument("--quick", action="store_true", help="seconds, not minutes: fewer images, rounds and shorter blocks")
     p.add_argument(
+        "--isolate",
+        default="",
+        metavar="NAMES",
+        help="comma-separated contenders to build and time in a process of their own, or 'all' "
+        "(the GPU peers and Keras on JAX always are): one that crashes or hangs then costs its "
+        "row, not the run",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="a contender in a process of its own that gives no answer for this long (a load, a "
+        "check or one timed block) is killed and its row says so (default: 600)",
+    )
+    p.add_argument(
         "--probe",
         action=argparse.BooleanOptionalAction,
         help="measure load time, first call and peak memory in a fresh process per contender "
@@ -107,15 +123,17 @@ def main(argv: list[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     plan = Plan(args.images or plan.images, args.rounds or plan.rounds, plan.latency_block_s, plan.block_s, plan.warm_s)
     names = list(cs.CONTENDERS) if args.contenders == "all" else _csv(args.contenders)
-    unknown = [n for n in names if n not in cs.CONTENDERS]
+    isolate = names if args.isolate == "all" else _csv(args.isolate)
+    unknown = [n for n in names + isolate if n not in cs.CONTENDERS]
     try:
         sizes = sorted({1, *map(int, _csv(args.batch_sizes))})
     except ValueError:
         parser.error(f"--batch-sizes takes integers, got {args.batch_sizes!r}")
     if unknown:
         parser.error(f"unknown contender(s) {', '.join(unknown)}; choose from {', '.join(cs.CONTENDERS)}")
-    if threads < 1 or plan.images < 1 or plan.rounds < 1 or sizes[0] < 1:
-        parser.error("--threads, --images, --rounds and batch sizes must be positive")
+    if threads < 1 or plan.images < 1 or plan.rounds < 1 or sizes[0] < 1 or not args.timeout > 0:
+        parser.error("--threads, --images, --rounds, --timeout and batch sizes must be positive")
+    cs.isolate(isolate)
 
     from . import reference as references
     from . import report, workload
@@ -163,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
             not args.quick if args.probe is None else args.probe,
             progress,
             task,
+            timeout_s=args.timeout,
         )
+        header["own_process"] = [n for n in names if cs.CONTENDERS[n].process == "own"]
         results = []
         for model in _csv(args.models):
             rows, header["models"][_label(model)] = _bench_model(session, model)
@@ -339,6 +359,7 @@ class Session:
     progress: object
     task: object
     remote_versions: dict = field(default_factory=dict)  # what own-process contenders reported
+    timeout_s: float = 600.0  # an own-process contender's longest silence (--timeout)
 
 
 def _bench_model(s: Session, source: str):
@@ -459,7 +480,7 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
     runners and their inputs."""
     from . import contenders as cs
     from . import measure, workload
-    from .child import Remote
+    from .child import Remote, RemoteError
 
     runners, inputs = {}, {}
     for n in live:
@@ -468,13 +489,13 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
         t0 = time.perf_counter()
         run = None
         try:
+            data = s.paths if c.takes == "files" else s.images if c.takes == "pixels" else x
             if c.process == "own":
-                run = Remote(n, ctx, x, s.sizes, s.tmp, c.env)
+                run = Remote(n, ctx, data, s.sizes, s.tmp, c.env, s.timeout_s)
                 s.remote_versions.update(run.versions)
                 inputs[n] = dict.fromkeys(s.sizes)  # the worker has its own
             else:
                 run = c.build(ctx)
-            data = s.paths if c.takes == "files" else s.images if c.takes == "pixels" else x
             r.update(measure.correctness(run(data), ref))
             if r["agree"] is False:
                 r["flags"].append("DISAGREES")
@@ -485,6 +506,8 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
             runners[n] = run
         except cs.Unavailable as e:
             _fail(r, "skipped", str(e))
+        except RemoteError as e:  # its process crashed, hung or raised: it says which
+            _fail(r, "failed", f"{e} (while loading, checking or warming up)")
         except Exception as e:
             _fail(r, "failed", f"{type(e).__name__}: {e}")
         if n not in runners and hasattr(run, "close"):
@@ -499,6 +522,7 @@ def _measure(s: Session, model: str, runners: dict, inputs: dict, rows: dict) ->
     random order each time, so that drift of the machine hits them alike. A contender that
     fails is dropped from ``runners``."""
     from . import measure
+    from .child import RemoteError
 
     gc.collect()
     gc.freeze()  # the frameworks' many objects: a collection before each block then costs nothing
@@ -514,8 +538,11 @@ def _measure(s: Session, model: str, runners: dict, inputs: dict, rows: dict) ->
                 try:
                     series[n][b].blocks.append(_block(runners[n], inputs[n][b], b, budget, least))
                 except Exception as e:
-                    _fail(rows[n], "failed", f"batch {b}: {type(e).__name__}: {e}")
-                    del runners[n]
+                    what = str(e) if isinstance(e, RemoteError) else f"{type(e).__name__}: {e}"
+                    _fail(rows[n], "failed", f"{what} (round {i + 1}, batch {b})")
+                    gone = runners.pop(n)
+                    if hasattr(gone, "close"):
+                        gone.close()
                 s.progress.advance(s.task)
     gc.unfreeze()
     return series

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
+import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -51,17 +54,24 @@ def _handle(msg: dict, state: dict) -> dict:
     op = msg["op"]
     if op == "build":
         state["run"] = start(msg["name"], msg["weights"], msg["threads"], msg["env"])
-        x = np.load(msg["x"])
-        state["batches"] = {b: workload.batches(x, b) for b in msg["sizes"]}
+        data = _load(msg["x"])
+        state["batches"] = {b: workload.batches(data, b) for b in msg["sizes"]}
         return {"pid": os.getpid(), "versions": contenders.own_versions()}
     if op == "predict":
         out = str(Path(msg["x"]).with_suffix(".out.npy"))
-        np.save(out, np.asarray(state["run"](np.load(msg["x"])), np.float32))
+        np.save(out, measure.probabilities(state["run"](_load(msg["x"]))))
         return {"out": out}
     if op == "block":
         b = measure.block(state["run"], state["batches"][msg["batch"]], msg["batch"], msg["budget_s"], msg["min_calls"])
         return {"call_ns": b.call_ns, "wall_s": b.wall_s, "cpu_s": b.cpu_s, "images": b.images}
     raise ValueError(f"unknown op {op!r}")
+
+
+def _load(path: str):
+    """What the parent saved (``Remote._save``): an array, or a list of file paths."""
+    if path.endswith(".json"):
+        return json.loads(Path(path).read_text())
+    return np.load(path)
 
 
 def serve() -> None:
@@ -127,20 +137,56 @@ def probe_main(arg: str) -> None:
 
 # --- in the parent --------------------------------------------------------------------------
 
+# Every child runs with Python's faulthandler on: a fatal signal prints the Python stack, which
+# ``death`` turns into the row's reason ("crashed: SIGSEGV in replay (torch/cuda/graphs.py:139)").
+PYTHON = [sys.executable, "-X", "faulthandler"]
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)', re.M)
+
+
+def _short(path: str) -> str:
+    """A source file as a reader finds it: below site-packages or the standard library."""
+    import site
+
+    paths = sysconfig.get_paths()
+    roots = [paths["purelib"], paths["platlib"], paths["stdlib"], *site.getsitepackages()]
+    under = [r.rstrip("/") + "/" for r in roots if path.startswith(r.rstrip("/") + "/")]
+    if under:
+        return path[len(max(under, key=len)) :]
+    return path.split("site-packages/")[-1] if "site-packages/" in path else Path(path).name
+
+
+def death(returncode: int, stderr: str) -> str:
+    """What ended a child, in a few words: the signal and the innermost Python frame of
+    faulthandler's stack (most recent call first), or the exit status and its last line."""
+    if returncode < 0:
+        try:
+            what = signal.Signals(-returncode).name
+        except ValueError:
+            what = f"signal {-returncode}"
+        stack = stderr[stderr.rfind("most recent call first") :] if "most recent call first" in stderr else ""
+        frame = _FRAME.search(stack)
+        if frame:
+            return f"crashed: {what} in {frame['func']} ({_short(frame['file'])}:{frame['line']})"
+        return f"crashed: {what}"
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return f"exited with status {returncode}: {lines[-1] if lines else '(no output)'}"
+
 
 class RemoteError(RuntimeError):
     pass
 
 
 class Remote:
-    """``run(x)``-like handle on a contender built in a new Python process."""
+    """``run(x)``-like handle on a contender built in a new Python process. ``x`` is what
+    the contender takes (the model's input array, the uint8 digits, or PNG paths): the worker
+    times its blocks on batches of it."""
 
-    def __init__(self, name: str, ctx, x: np.ndarray, sizes: list, tmp: Path, env: dict, timeout_s: float = 600):
+    def __init__(self, name: str, ctx, x, sizes: list, tmp: Path, env: dict, timeout_s: float = 600):
         self.name, self.timeout_s, self._tmp = name, timeout_s, Path(tmp)
         self._calls = 0
         self._stderr = open(self._tmp / f"{name}.stderr", "w+")
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", "from lenet.bench import child; child.serve()"],
+            [*PYTHON, "-c", "from lenet.bench import child; child.serve()"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -167,23 +213,35 @@ class Remote:
         # The versions of what the worker imported that differ from this process's.
         self.versions: dict = reply.get("versions", {})
 
-    def _save(self, x: np.ndarray) -> str:
+    def _save(self, x) -> str:
+        """An array as .npy, a list of file paths (a "files" contender's input) as JSON."""
         self._calls += 1
-        path = self._tmp / f"{self.name}-{self._calls}.npy"
-        np.save(path, x)
+        path = self._tmp / f"{self.name}-{self._calls}"
+        if isinstance(x, np.ndarray):
+            np.save(path.with_suffix(".npy"), x)
+            return str(path.with_suffix(".npy"))
+        path = path.with_suffix(".json")
+        path.write_text(json.dumps([str(p) for p in x]))
         return str(path)
 
     def _call(self, msg: dict) -> dict:
         if self._proc.poll() is not None:
-            raise RemoteError(f"{self.name}: worker exited with {self._proc.returncode}: {self._stderr_tail()}")
-        self._proc.stdin.write(json.dumps(msg) + "\n")
-        self._proc.stdin.flush()
+            raise RemoteError(self._died())
+        try:
+            self._proc.stdin.write(json.dumps(msg) + "\n")
+            self._proc.stdin.flush()
+        except BrokenPipeError:  # it died since the last look
+            self._proc.wait()
+            raise RemoteError(self._died()) from None
         deadline = time.monotonic() + self.timeout_s
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                self._proc.kill()
+                self._proc.wait()
                 self.close()
-                raise RemoteError(f"{self.name}: no answer to {msg['op']!r} in {self.timeout_s:.0f} s")
+                what = f"{msg['op']!r}" + (f" at batch {msg['batch']}" if "batch" in msg else "")
+                raise RemoteError(f"hung: no answer to {what} in {self.timeout_s:g} s; its process was killed")
             ready, _, _ = select.select([self._proc.stdout], [], [], min(left, 1.0))
             if ready:
                 break
@@ -192,7 +250,7 @@ class Remote:
         line = self._proc.stdout.readline()
         if not line:
             self._proc.wait()
-            raise RemoteError(f"{self.name}: worker exited with {self._proc.returncode}: {self._stderr_tail()}")
+            raise RemoteError(self._died())
         reply = json.loads(line)
         if "unavailable" in reply:
             raise contenders.Unavailable(reply["unavailable"])
@@ -200,13 +258,12 @@ class Remote:
             raise RemoteError(reply["error"])
         return reply
 
-    def _stderr_tail(self) -> str:
+    def _died(self) -> str:
         self._stderr.flush()
         self._stderr.seek(0)
-        lines = [line for line in self._stderr.read().splitlines() if line.strip()]
-        return lines[-1] if lines else "(no output)"
+        return death(self._proc.returncode, self._stderr.read())
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
+    def __call__(self, x) -> np.ndarray:
         """Probabilities for x, computed in the worker."""
         reply = self._call({"op": "predict", "x": self._save(x)})
         return np.load(reply["out"])
@@ -254,13 +311,10 @@ def probe(
     code = "import sys, lenet.bench.child as c; c.probe_main(sys.argv[1])"
     env = {**os.environ, **contenders.thread_env(threads, contenders.CONTENDERS[contender].env)}
     try:
-        out = subprocess.run(
-            [sys.executable, "-c", code, arg], capture_output=True, text=True, env=env, timeout=timeout_s
-        )
+        out = subprocess.run([*PYTHON, "-c", code, arg], capture_output=True, text=True, env=env, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        return {"error": f"probe timed out after {timeout_s:.0f} s"}
+        return {"error": f"hung: the probe gave no answer in {timeout_s:g} s; its process was killed"}
     for line in reversed(out.stdout.splitlines()):
         if line.startswith("{"):
             return json.loads(line)
-    tail = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
-    return {"error": f"probe exited with {out.returncode}: {tail}"}
+    return {"error": death(out.returncode, out.stderr)}

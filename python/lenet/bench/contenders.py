@@ -13,8 +13,10 @@ contenders need and reports those that cannot run.
 GPU contenders (``device="cuda"``) run only where the NVIDIA driver sees a GPU; a
 framework that sees none makes its ``build`` raise ``Unavailable`` (the row is
 skipped, not failed). A contender with ``process="own"`` (Keras on the JAX backend:
-Keras picks its backend once, at import) is built and timed in a process of its own
-(``child.py``), with ``env`` added to that process's environment.
+Keras picks its backend once, at import; the GPU peers, so that a crash of theirs costs
+their row; any named by ``--isolate``) is built and timed in a process of its own
+(``child.py``), with ``env`` added to that process's environment. Modules named in
+``LENET_BENCH_CONTENDERS`` register contenders of their own.
 """
 
 from __future__ import annotations
@@ -35,8 +37,10 @@ from .registry import (  # noqa: F401 (re-exported: the contenders' module is wh
     configure,
     contender,
     gpu_missing,
+    isolate,
     keras_model,
     load_framework,
+    load_plugins,
     own_versions,
     probabilities_of,
     quiet_stderr,
@@ -321,3 +325,5 @@ def _onnxruntime(ctx):
 
 # PyTorch and JAX, on the CPU and the GPU: registered after the contenders above (table order).
 from . import peers  # noqa: E402, F401
+
+load_plugins()  # the user's own contenders (LENET_BENCH_CONTENDERS), after the built-in ones

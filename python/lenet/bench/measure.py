@@ -69,13 +69,18 @@ class Series:
         }
 
 
-def correctness(probs: np.ndarray, ref: Optional[np.ndarray]) -> dict:
+def probabilities(out) -> np.ndarray:
+    """A contender's output as a float32 (n, classes) array: lenet Results give theirs."""
+    if isinstance(out, list) and out and hasattr(out[0], "probabilities"):
+        out = np.stack([r.probabilities for r in out])
+    return np.asarray(out, np.float32)
+
+
+def correctness(probs, ref: Optional[np.ndarray]) -> dict:
     """Argmax agreement and max |difference| of probabilities against the reference."""
     if ref is None:
         return {"agree": None, "mismatches": None, "max_abs_dp": None}
-    if isinstance(probs, list) and probs and hasattr(probs[0], "probabilities"):  # lenet Results
-        probs = np.stack([r.probabilities for r in probs])
-    probs = np.asarray(probs, np.float32)
+    probs = probabilities(probs)
     if probs.shape != ref.shape:
         return {
             "agree": False,

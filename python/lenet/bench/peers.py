@@ -40,6 +40,9 @@ def _torch_compile(ctx):
 # --- GPU peers: PyTorch and JAX on CUDA, Keras on the JAX backend -----------------------------
 # All in FP32 as this engine computes by default: TF32 is turned off where the framework would
 # use it for float32 convolutions or products (cuDNN in torch; XLA's default precision in JAX).
+# Each in a process of its own (process="own"): a framework's crash on the GPU (a SIGSEGV in
+# torch.cuda.CUDAGraph.replay was seen on 2026-11-26) costs its row, not every figure of the run;
+# the worker times its blocks itself, so the pipe is never inside a timed call.
 
 
 def _torch_on_gpu():
@@ -58,6 +61,7 @@ def _torch_on_gpu():
     ("torch",),
     "PyTorch on CUDA, functional ops, eager (FP32, TF32 off, cudnn.benchmark); host<->device copies included",
     device="cuda",
+    process="own",
 )
 def _torch_cuda(ctx):
     from .nets import torch_module
@@ -78,6 +82,7 @@ def _torch_cuda(ctx):
     "PyTorch on CUDA, one torch.cuda.CUDAGraph per batch size replayed, "
     "the copies from and to pinned buffers in the graph (FP32)",
     device="cuda",
+    process="own",
 )
 def _torch_cuda_graph(ctx):
     from .nets import torch_module
@@ -87,6 +92,10 @@ def _torch_cuda_graph(ctx):
     graphs = {}
 
     def capture(n):
+        """A graph for batch n, with every tensor it reads or writes: a graph holds device
+        addresses, not references, so a tensor freed after the capture (the device input
+        was, until 2026-11-27) hands its memory to the next allocation while replays keep
+        using it."""
         host_in = torch.empty((n, *ctx.spec.input_shape), dtype=torch.float32).pin_memory()
         dev_in = torch.zeros(host_in.shape, dtype=torch.float32, device="cuda")
         side = torch.cuda.Stream()  # warm-up before capture, on a side stream (torch's rule)
@@ -99,17 +108,23 @@ def _torch_cuda_graph(ctx):
         graph = torch.cuda.CUDAGraph()
         with torch.no_grad(), torch.cuda.graph(graph):
             dev_in.copy_(host_in, non_blocking=True)
-            host_out.copy_(net(dev_in), non_blocking=True)
-        return host_in.numpy(), graph, host_out.numpy()
+            dev_out = net(dev_in)
+            host_out.copy_(dev_out, non_blocking=True)
+        return {
+            "graph": graph,
+            "tensors": (host_in, dev_in, dev_out, host_out),
+            "in": host_in.numpy(),
+            "out": host_out.numpy(),
+        }
 
     def run(x):
         if len(x) not in graphs:
             graphs[len(x)] = capture(len(x))
-        host_in, graph, host_out = graphs[len(x)]
-        np.copyto(host_in, x)
-        graph.replay()
+        g = graphs[len(x)]
+        np.copyto(g["in"], x)
+        g["graph"].replay()
         torch.cuda.current_stream().synchronize()
-        return host_out.copy()
+        return g["out"].copy()
 
     return run
 
@@ -128,6 +143,7 @@ def _jax_on_gpu():
     "JAX on CUDA: the model's layers as one jax.jit function (lax ops, "
     "precision HIGHEST: FP32); host<->device copies included",
     device="cuda",
+    process="own",
 )
 def _jax_jit(ctx):
     from .nets import jax_forward

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
+import importlib
 import importlib.util
 import os
 import sys
@@ -120,6 +122,27 @@ def contender(name: str, needs: tuple[str, ...], what: str, **kw):
         return build
 
     return register
+
+
+def isolate(names) -> None:
+    """Builds and times the contenders ``names`` in processes of their own (lenet-bench
+    --isolate): a crash or a hang there costs their row, not the run. Call before ``setup``."""
+    for name in names:
+        CONTENDERS[name] = dataclasses.replace(CONTENDERS[name], process="own")
+
+
+# Modules that register contenders of their own with ``contender`` (comma-separated import
+# names), imported with the built-in ones; the processes of own-process contenders inherit the
+# variable, so they find them too.
+PLUGINS_VARIABLE = "LENET_BENCH_CONTENDERS"
+
+
+def load_plugins() -> None:
+    for module in filter(None, (m.strip() for m in os.environ.get(PLUGINS_VARIABLE, "").split(","))):
+        try:
+            importlib.import_module(module)
+        except Exception as e:
+            raise RuntimeError(f"{PLUGINS_VARIABLE}: cannot import {module!r}: {type(e).__name__}: {e}") from e
 
 
 # --- set-up ------------------------------------------------------------------------
