@@ -459,7 +459,7 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
     runners and their inputs."""
     from . import contenders as cs
     from . import measure, workload
-    from .child import Remote
+    from .child import Harness, Remote
 
     runners, inputs = {}, {}
     for n in live:
@@ -468,8 +468,8 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
         t0 = time.perf_counter()
         run = None
         try:
-            if c.process == "own":
-                run = Remote(n, ctx, x, s.sizes, s.tmp, c.env)
+            if c.process in ("own", "cpp"):  # a Python worker, or the C++ harness
+                run = (Remote if c.process == "own" else Harness)(n, ctx, x, s.sizes, s.tmp, c.env)
                 s.remote_versions.update(run.versions)
                 inputs[n] = dict.fromkeys(s.sizes)  # the worker has its own
             else:
@@ -478,7 +478,7 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
             r.update(measure.correctness(run(data), ref))
             if r["agree"] is False:
                 r["flags"].append("DISAGREES")
-            if c.process != "own":
+            if c.process == "same":
                 inputs[n] = {b: workload.batches(data, b) for b in s.sizes}
             for b in s.sizes:
                 _block(run, inputs[n][b], b, s.plan.warm_s, 2)

@@ -44,6 +44,7 @@ class Ctx:
 # What runs an ONNX file as it is: this engine and ONNX Runtime. The other contenders
 # rebuild a Keras model from its layers (channels_last), which an ONNX file is not.
 ONNX_CONTENDERS = (
+    "lenet-cpp",
     "lenet-cpu",
     "lenet-cpu-blas",
     "lenet-cpu-infer",
@@ -63,7 +64,9 @@ class Contender:
     what: str  # one line for the legend
     device: str = "cpu"
     takes: str = "array"  # "array" | "pixels" (the uint8 digits, (n, 28, 28)) | "files"
-    process: str = "same"  # "same" | "own": built and timed in a process of its own
+    # "same" | "own": built and timed in a Python process of its own (child.Remote) | "cpp":
+    # in the C++ harness (child.Harness)
+    process: str = "same"
     env: dict = field(default_factory=dict)  # added to the environment before its frameworks load
 
     def unavailable(self) -> Optional[str]:
