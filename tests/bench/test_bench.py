@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import MNIST_DIR
 
-CONTENDERS = ["lenet-cpu", "lenet-cpu-infer", "keras-predict", "keras-call"]
+CONTENDERS = ["lenet-cpp", "lenet-cpu", "lenet-cpu-infer", "keras-predict", "keras-call"]
 FIGURES = [
     "b1_p50_s",
     "b1_p90_s",
