@@ -29,6 +29,26 @@ constexpr char kEnd[9] = "LENETEND";
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the format's numbers are written as the host holds them");
 
+// Well-formed UTF-8: no stray continuation bytes, overlong forms, surrogates or code points past U+10FFFF.
+bool valid_utf8(std::string_view s) {
+    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+    const size_t n = s.size();
+    for (size_t i = 0; i < n;) {
+        const unsigned c = p[i];
+        size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+        if (len == 0 || i + len > n) return false;
+        uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+        for (size_t k = 1; k < len; ++k) {
+            if ((p[i + k] & 0xC0) != 0x80) return false;
+            cp = cp << 6 | (p[i + k] & 0x3F);
+        }
+        static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        i += len;
+    }
+    return true;
+}
+
 enum Type : uint8_t { t_str = 0, t_int = 1, t_float = 2, t_bool = 3, t_list = 4 };
 
 // ---- writing
@@ -103,7 +123,12 @@ public:
         if (n > most) fail(what + ": " + number_str(n) + " is over the limit of " + number_str(most));
         return n;
     }
-    std::string str(const std::string& what) { return std::string(bytes(count(kMaxString, what + " length"), what)); }
+    // Text is UTF-8 (Python reads it as str): anything else is damage.
+    std::string str(const std::string& what) {
+        std::string s(bytes(count(kMaxString, what + " length"), what));
+        if (!valid_utf8(s)) fail(what + " is not UTF-8 text");
+        return s;
+    }
     uint8_t type(Type want, const std::string& field) {
         const auto t = le<uint8_t>(layer + "the type of field '" + field + "'");
         if (t != want)

@@ -89,7 +89,7 @@ def test_errors_carry_the_same_words_as_python(classify, model, tmp_path):
 def test_the_bench_harness_answers_as_the_engine_does(tmp_path):
     from lenet.bench import contenders as cs
     from lenet.bench import workload
-    from lenet.bench.child import Harness
+    from lenet.bench.harness import Harness
 
     if not bench_harness().is_file():
         pytest.fail(f"{bench_harness()} is not installed")

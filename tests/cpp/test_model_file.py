@@ -154,6 +154,15 @@ def test_an_unknown_field_and_a_field_of_the_wrong_type(saved, tmp_path):
         lenet.load(p)
 
 
+def test_names_that_are_not_utf8(saved, tmp_path):
+    """Found by the lenet-bytes fuzzer: a name Python cannot read as text."""
+    data = saved.read_bytes()
+    at = HEADER + 4  # the model name's first byte
+    p = _edit(saved, tmp_path, data[:at] + b"\x9e" + data[at + 1 :])
+    with pytest.raises(ModelFileError, match="the model name is not UTF-8 text"):
+        lenet.load(p)
+
+
 def test_the_network_checks_what_the_file_holds(saved, tmp_path):
     """A well-formed file of a wrong model: the Network's own checks, naming the file."""
     data, field = saved.read_bytes(), b"\x07\x00\x00\x00filters\x01"

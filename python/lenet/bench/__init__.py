@@ -459,7 +459,8 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
     runners and their inputs."""
     from . import contenders as cs
     from . import measure, workload
-    from .child import Harness, Remote
+    from .child import Remote
+    from .harness import Harness
 
     runners, inputs = {}, {}
     for n in live:

@@ -1,14 +1,13 @@
 """What runs in a child Python process, and the parent's handles on it, in one place.
 
-Three kinds of child. A contender whose framework is set up once per process (Keras picks
+Two kinds of child. A contender whose framework is set up once per process (Keras picks
 its backend at import) runs in a worker of its own (``Remote``, ``serve``): the worker
 builds the contender, runs it on the arrays it is sent and times blocks of calls itself,
 so that a timed call never crosses the pipe; the main process only sends commands between
 blocks, which keeps the rounds interleaved with the in-process contenders. And every
 contender's load time, first call and peak memory are measured in a fresh process
 (``probe``, ``probe_main``). Both children set a contender up the same way (``start``).
-The third kind is no Python at all: lenet-cpp's C++ harness (``Harness``), which times
-its blocks in C++ the way ``measure.block`` does.
+(lenet-cpp's child is no Python at all: harness.py.)
 
 The worker's protocol: one JSON object per line. Its stdout is reserved for the replies
 (what the frameworks print goes to stderr, kept in a file for the error messages); arrays
@@ -235,90 +234,6 @@ class Remote:
     def __exit__(self, *exc):
         self.close()
         return False
-
-
-class Harness:
-    """``run(x)``-like handle on lenet-bench-cpp (csrc/tools/bench_harness.cpp): the engine
-    from C++, in a process of its own, no Python in its timed calls. The model goes to it as
-    a .lenet file, the digits as raw float32; it times blocks as ``measure.block`` does and
-    answers one line per command (the protocol is in the harness's source)."""
-
-    def __init__(self, name: str, ctx, x: Optional[np.ndarray], sizes: list, tmp: Optional[Path], env: dict):
-        import tempfile
-
-        import lenet
-        from lenet.cpp import bench_harness
-
-        self.name, self.versions = name, {}
-        exe = bench_harness()
-        if not exe.is_file():
-            raise contenders.Unavailable(f"{exe} is not installed (this build of lenet has no C++ harness)")
-        self._own_tmp = None if tmp is not None else tempfile.TemporaryDirectory(prefix="lenet-cpp-")
-        self._tmp = Path(tmp if tmp is not None else self._own_tmp.name)
-        model = self._tmp / f"{name}.lenet"
-        lenet.Engine(ctx.weights, device="cpu", threads=1).save(model)
-        self._stderr = open(self._tmp / f"{name}.stderr", "w+")
-        self._proc = subprocess.Popen(
-            [str(exe), str(model), str(ctx.threads)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-            bufsize=1,
-            env={**os.environ, **contenders.thread_env(ctx.threads, env)},
-        )
-        _, pid, version = self._call(None).split(" ", 2)  # "ready PID VERSION"
-        self.pid, self.versions = int(pid), {"lenet (C++ harness)": version}
-        self._calls = 0
-        if x is not None:
-            self._data(x)
-
-    def _call(self, line: Optional[str]) -> str:
-        if line is not None:
-            if self._proc.poll() is not None:
-                raise RemoteError(f"{self.name}: the harness exited with {self._proc.returncode}")
-            self._proc.stdin.write(line + "\n")
-            self._proc.stdin.flush()
-        reply = self._proc.stdout.readline().rstrip("\n")
-        if reply.startswith("error "):
-            raise RemoteError(f"{self.name}: {reply[6:]}")
-        if not reply:
-            self._proc.wait()
-            raise RemoteError(f"{self.name}: the harness exited with {self._proc.returncode}")
-        return reply
-
-    def _raw(self, x: np.ndarray) -> str:
-        self._calls += 1
-        path = self._tmp / f"{self.name}-{self._calls}.f32"
-        np.ascontiguousarray(x, np.float32).tofile(path)
-        return str(path)
-
-    def _data(self, x: np.ndarray) -> None:
-        self._call(f"data {self._raw(x)} {len(x)}")
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        """Probabilities for x, computed by the harness."""
-        src, out = self._raw(x), str(self._tmp / f"{self.name}-{self._calls}.out.f32")
-        self._call(f"predict {src} {out} {len(x)}")
-        return np.fromfile(out, np.float32).reshape(len(x), -1)
-
-    def block(self, batch: int, budget_s: float, min_calls: int = 1) -> measure.Block:
-        """``measure.block`` in C++ on consecutive batches of ``batch`` of the harness's data."""
-        words = self._call(f"block {batch} {budget_s!r} {min_calls}").split()
-        return measure.Block([int(w) for w in words[4:]], float(words[1]), float(words[2]), int(words[3]))
-
-    def close(self) -> None:
-        if self._proc.poll() is None:
-            try:
-                self._proc.stdin.write("exit\n")
-                self._proc.stdin.flush()
-                self._proc.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                self._proc.kill()
-                self._proc.wait()
-        self._stderr.close()
-        if self._own_tmp is not None:
-            self._own_tmp.cleanup()
 
 
 def probe(

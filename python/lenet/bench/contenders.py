@@ -168,7 +168,7 @@ def _engine(
     process="cpp",
 )
 def _lenet_cpp(ctx):
-    from .child import Harness
+    from .harness import Harness
 
     return Harness("lenet-cpp", ctx, None, [], None, {})
 
