@@ -39,6 +39,7 @@ RATE = {
     "model-bytes": 400,
     "model-config": 110,
     "model-h5": 75,
+    "lenet-bytes": 400,
     "image-bytes": 1500,
     "image-array": 220,
     "onnx-bytes": 100,

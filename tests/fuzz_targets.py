@@ -21,6 +21,9 @@ that reach new code):
   compound), shapes (scalar, empty, 10^9 declared elements) and values (NaN, Inf,
   1e38), attributes of wrong types or encodings, soft links that loop or dangle,
   external links, compressed datasets.
+* ``lenet-bytes``: the bytes of lenet's own model file (.lenet, csrc/net/model_file.h;
+  seeds: the model seeds loaded and saved with ``Model.save``), read by the core's bounded
+  reader, the one the C++ API uses, through ``lenet.load``.
 * ``onnx-bytes``: the bytes of an ONNX file (seeds: tests/data/onnx, torch.onnx.export
   files of every opset form the loader reads), loaded by content like any model file.
 * ``onnx-graph``: a real ONNX graph with 1-4 structured mutations: attributes (pads,
@@ -178,6 +181,25 @@ class ModelBytes:
         )
         out = outcome_of(lambda: run_model(lenet.load(self.path, arch=str(arch) if arch else None)))
         tally(cat, out)
+        finish_case(out)
+
+
+class LenetBytes:
+    def __init__(self, seeds, work: Path, corpus: Path):
+        self.path = work / "case.bin"  # not named .lenet: the content decides
+        for i, (w, a) in enumerate(seeds):
+            try:
+                lenet.load(w, arch=str(a) if a else None).save(work / "seed.lenet")
+            except lenet.Error:
+                continue
+            data = (work / "seed.lenet").read_bytes()
+            if len(data) <= 100_000:
+                (corpus / f"seed-{i}").write_bytes(data)
+
+    def __call__(self, data: bytes) -> None:
+        self.path.write_bytes(data)
+        out = outcome_of(lambda: run_model(lenet.load(self.path)))
+        tally("lenet" if data[:8] == b"LENETMDL" else "other", out)
         finish_case(out)
 
 
@@ -942,7 +964,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument(
         "target",
-        choices=["model-bytes", "model-config", "model-h5", "onnx-bytes", "onnx-graph", "image-bytes", "image-array"],
+        choices=[
+            "model-bytes",
+            "model-config",
+            "model-h5",
+            "lenet-bytes",
+            "onnx-bytes",
+            "onnx-graph",
+            "image-bytes",
+            "image-array",
+        ],
     )
     ap.add_argument("--seeds", type=Path, help="directory of model seed files (.h5, .keras, .json)")
     ap.add_argument("--work", type=Path, required=True)
@@ -965,15 +996,16 @@ def main() -> None:
         )
         if args.target == "onnx-graph":
             (corpus / "seed").write_bytes(bytes(range(64)))
-    elif args.target.startswith("model"):
+    elif args.target.startswith("model") or args.target == "lenet-bytes":
         seeds = model_seeds(args.seeds)
         assert seeds, f"no model seeds in {args.seeds}"
         target = {
+            "lenet-bytes": lambda: LenetBytes(seeds, args.work, corpus),
             "model-bytes": lambda: ModelBytes(seeds, args.work, corpus),
             "model-config": lambda: ModelConfig(seeds),
             "model-h5": lambda: ModelH5(seeds, args.work),
         }[args.target]()
-        if args.target != "model-bytes":
+        if args.target not in ("model-bytes", "lenet-bytes"):
             (corpus / "seed").write_bytes(bytes(range(64)))
     elif args.target == "image-bytes":
         target = ImageBytes(corpus, args.work)

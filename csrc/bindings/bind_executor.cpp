@@ -4,7 +4,7 @@
 
 #include <type_traits>
 
-#include "../backends/backend.h"
+#include "../api/executor_options.h"
 #include "../runtime/executor.h"
 #include "../support/errors.h"
 #include "bindings.h"
@@ -52,15 +52,15 @@ void bind_executor(py::module_& m) {
     py::class_<Executor>(m, "Executor")
         .def(py::init([](std::shared_ptr<Network> net, const std::string& device, int threads, bool allow_tf32,
                          bool cuda_graphs, const std::string& cpu_kernels, const std::string& cuda_path) {
-                 if (cuda_path != "auto" && cuda_path != "fused" && cuda_path != "library")
-                     throw InputError("cuda_path must be 'auto', 'fused' or 'library', not '" + cuda_path + "'");
-                 BackendOptions options;
+                 // The public API's own constructor path (include/lenet/lenet.h): the same checks, the same words.
+                 EngineOptions options;
+                 options.device = device;
                  options.threads = threads;
                  options.allow_tf32 = allow_tf32;
                  options.cuda_graphs = cuda_graphs;
                  options.cpu_kernels = cpu_kernels;
                  options.cuda_path = cuda_path;
-                 return std::make_unique<Executor>(net, make_backend(device, options), threads);
+                 return api::executor_open(net, options);
              }),
              py::arg("network"), py::arg("device"), py::arg("threads"), py::arg("allow_tf32") = false,
              py::arg("cuda_graphs") = true, py::arg("cpu_kernels") = "auto", py::arg("cuda_path") = "auto")

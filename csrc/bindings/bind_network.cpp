@@ -7,6 +7,7 @@
 
 #include "../net/layer_table.h"
 #include "../net/limits.h"
+#include "../net/model_file.h"
 #include "../net/network.h"
 #include "bindings.h"
 
@@ -165,6 +166,33 @@ void bind_network(py::module_& m) {
         py::arg("layers"), py::arg("input_shape"), py::arg("source"),
         "Per layer, the weights it expects: (name, Keras shape, count_only, ignored). Checks the graph and the "
         "shapes as Network does, without weights.");
+    // lenet's own model file (csrc/net/model_file.h): what the C++ API loads.
+    m.def(
+        "read_model_file",
+        [](const std::string& path) {
+            ModelFile f;
+            {
+                py::gil_scoped_release release;
+                f = model_file_read(path);
+            }
+            return py::make_tuple(std::move(f.layers), to_tuple(f.input), f.input_scale, f.name, f.source);
+        },
+        py::arg("path"),
+        "Reads a .lenet file: (layers, input_shape, input_scale, name, source). ModelFileError naming the file and "
+        "what is wrong.");
+    m.def(
+        "write_model_file",
+        [](const std::string& path, std::vector<LayerSpec> layers, const std::vector<int64_t>& input, double scale,
+           const std::string& name, const std::string& source) {
+            ModelFile f{std::move(layers), input, scale, name, source};
+            py::gil_scoped_release release;
+            model_file_write(path, f);
+        },
+        py::arg("path"), py::arg("layers"), py::arg("input_shape"), py::arg("input_scale"), py::arg("name"),
+        py::arg("source"), "Writes a .lenet file (to a temporary file beside it, then renamed).");
+    m.def(
+        "is_model_file", [](const py::bytes& head) { return is_model_file(std::string_view(head)); }, py::arg("head"),
+        "Whether a file's first bytes are a .lenet file's.");
     m.def("layer_kinds", &layer_kinds, "Every layer kind the network knows.");
     m.def(
         "activations",

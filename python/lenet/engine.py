@@ -226,6 +226,11 @@ class Engine:
         """The model's input shape as Keras gives it: (None, 28, 28, 1), (None, 784), ..."""
         return self.model.input_shape
 
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        """Writes the model, with this engine's ``input_scale``, as a .lenet file: what the
+        C++ API loads (docs/cpp.md) and ``Engine(path)`` reads back (``Model.save``)."""
+        self.model.save(path, self.input_scale)
+
     @property
     def output_shape(self) -> tuple:
         return self.model.output_shape

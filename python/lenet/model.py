@@ -85,6 +85,16 @@ class Model:
             return 1.0
         return DEFAULT_INPUT_SCALE
 
+    def save(self, path: Union[str, os.PathLike], input_scale: Optional[float] = None) -> None:
+        """Writes the model as lenet's own file (.lenet): its checked layer records and
+        weights, input shape, pixel scale (``input_scale`` or this model's) and name, in the
+        versioned format the C++ API loads (``lenet::Engine``, docs/cpp.md) and ``load``
+        reads back, to the bit. Written to a temporary file beside ``path``, then renamed."""
+        scale = self.input_scale if input_scale is None else float(input_scale)
+        _core.write_model_file(
+            os.fspath(path), self.spec.layers, list(self.spec.input_shape), scale, self.spec.name, self.source
+        )
+
     def summary(self, print_fn: Optional[Callable[[str], Any]] = None) -> None:
         """Prints the layers, their output shapes and parameter counts, as Keras'
         ``model.summary()`` does: with ``print`` unless ``print_fn`` is given (which
@@ -142,10 +152,11 @@ def _image_shape(spec: ModelSpec, network: Any) -> Optional[tuple[int, int, int]
 
 
 def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None) -> Model:
-    """Loads and checks a model file: Keras (HDF5, .keras) or ONNX, told by its content.
+    """Loads and checks a model file: Keras (HDF5, .keras), ONNX or lenet's own (.lenet,
+    written by ``Model.save``), told by its content.
 
     ``path``: a full-model ``.h5`` (Keras 1-3), a ``.keras`` archive, an ``.onnx`` file,
-    or a weights-only file together
+    a ``.lenet`` file, or a weights-only file together
     with ``arch`` (a Keras JSON file or string, or a shipped model name). ``None``
     or a shipped name ("lenet5", "lenet-keras", "lenet-tf") loads shipped weights.
     Raises ModelFileError or UnsupportedModelError.
@@ -154,22 +165,35 @@ def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None)
         path = DEFAULT_MODEL
     if isinstance(path, str) and path in SHIPPED_MODELS and not Path(path).exists():
         path = shipped_weights(path)
-    if arch is None and _is_onnx(path):
+    head = _head(path)
+    if arch is None and head is not None and (_core.is_model_file(head) or str(path).endswith(".lenet")):
+        layers, input_shape, scale, name, source = _core.read_model_file(os.fspath(path))
+        # The file it was saved from is kept for messages; this file is where it loads from.
+        spec = ModelSpec(list(layers), tuple(input_shape), scale, name, os.fspath(path), extra={"format": "lenet"})
+        spec.extra["saved_from"] = source
+        return Model(spec)
+    if arch is None and _is_onnx(path, head):
         from . import onnx as onnx_format
 
         return Model(onnx_format.read_model(path))
     return Model(read_model(path, arch=arch))
 
 
-def _is_onnx(path: Any) -> bool:
-    """An ONNX file, told by its first bytes (lenet.onnx.looks_like_onnx); anything
-    else, unreadable files included, goes to the Keras loader and its errors."""
+def _head(path: Any) -> Optional[bytes]:
+    """A file's first 8 bytes; None for anything unreadable (the Keras loader then says why)."""
     if not isinstance(path, (str, os.PathLike)):
-        return False
+        return None
     try:
         with open(path, "rb") as fh:
-            head = fh.read(8)
+            return fh.read(8)
     except OSError:
+        return None
+
+
+def _is_onnx(path: Any, head: Optional[bytes]) -> bool:
+    """An ONNX file, told by its first bytes (lenet.onnx.looks_like_onnx); anything
+    else, unreadable files included, goes to the Keras loader and its errors."""
+    if head is None:
         return False
     from .onnx import looks_like_onnx
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import MNIST_DIR
 
-CONTENDERS = ["lenet-cpu", "lenet-cpu-infer", "keras-predict", "keras-call"]
+CONTENDERS = ["lenet-cpp", "lenet-cpu", "lenet-cpu-infer", "keras-predict", "keras-call"]
 FIGURES = [
     "b1_p50_s",
     "b1_p90_s",
@@ -314,7 +314,7 @@ def test_a_contender_runs_and_is_timed_in_a_process_of_its_own(tmp_path):
             block = worker.block(batch, 0.02, 3)
             assert len(block.call_ns) >= 3 and block.images == batch * len(block.call_ns)
             assert all(t > 0 for t in block.call_ns) and block.wall_s > 0
-    assert worker._proc.poll() is not None  # closed
+    assert not worker.alive()  # closed
     if cs.gpu_missing() is not None:
         with pytest.raises(cs.Unavailable, match="no GPU"):
             Remote("lenet-cuda", cs.Ctx(weights, 1), x, [1], tmp_path, {})
@@ -428,7 +428,7 @@ def test_a_contender_that_crashes_or_hangs_costs_its_row_not_the_run(tmp_path):
 
 
 def test_a_dead_child_is_described_by_its_signal_and_its_innermost_frame():
-    from lenet.bench.child import death
+    from lenet.bench.process import death
 
     stack = (
         "Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):\n"

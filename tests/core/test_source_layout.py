@@ -1,7 +1,8 @@
 """Rules of csrc/ that hold by construction, checked from the source.
 
 * Folder dependencies run one way, as docs/architecture.md draws them:
-  support <- net <- backends <- runtime <- bindings, and io <- bindings. Within
+  support <- net <- backends <- runtime <- api <- bindings, and io <- api; tools/
+  (programs on the public API) include nothing of csrc/ (only <lenet/lenet.h>). Within
   backends/, a backend's folder (cpu/, cuda/) may use backends/ and nchw/, never
   another backend's folder.
 * No iostream formatting in the core: numbers become text through std::to_chars
@@ -25,7 +26,9 @@ ALLOWED = {
     "backends": {"support", "net"},
     "runtime": {"support", "net", "backends"},
     "io": {"support"},
-    "bindings": {"support", "net", "backends", "runtime", "io"},
+    "api": {"support", "net", "backends", "runtime", "io"},
+    "bindings": {"support", "net", "backends", "runtime", "io", "api"},
+    "tools": set(),
 }
 
 

@@ -85,6 +85,11 @@ def test_fuzz_model_file_bytes(seed_dir, tmp_path):
     _check_fuzz_stats(fuzz("model-bytes", tmp_path, seed_dir), 100)
 
 
+def test_fuzz_lenet_file_bytes(seed_dir, tmp_path):
+    """lenet's own format (csrc/net/model_file.h), read by the core as the C++ API reads it."""
+    _check_fuzz_stats(fuzz("lenet-bytes", tmp_path, seed_dir), 100)
+
+
 def test_fuzz_model_configs(seed_dir, tmp_path):
     """Structured mutations of real model configs (absurd values, layers, graphs)."""
     _check_fuzz_stats(fuzz("model-config", tmp_path, seed_dir), 50)

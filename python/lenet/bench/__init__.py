@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             task,
             timeout_s=args.timeout,
         )
-        header["own_process"] = [n for n in names if cs.CONTENDERS[n].process == "own"]
+        header["own_process"] = [n for n in names if cs.CONTENDERS[n].process != "same"]
         results = []
         for model in _csv(args.models):
             rows, header["models"][_label(model)] = _bench_model(session, model)
@@ -480,7 +480,9 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
     runners and their inputs."""
     from . import contenders as cs
     from . import measure, workload
-    from .child import Remote, RemoteError
+    from .child import Remote
+    from .harness import Harness
+    from .process import ChildError
 
     runners, inputs = {}, {}
     for n in live:
@@ -490,8 +492,8 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
         run = None
         try:
             data = s.paths if c.takes == "files" else s.images if c.takes == "pixels" else x
-            if c.process == "own":
-                run = Remote(n, ctx, data, s.sizes, s.tmp, c.env, s.timeout_s)
+            if c.process in ("own", "cpp"):  # a Python worker, or the C++ harness
+                run = (Remote if c.process == "own" else Harness)(n, ctx, data, s.sizes, s.tmp, c.env, s.timeout_s)
                 s.remote_versions.update(run.versions)
                 inputs[n] = dict.fromkeys(s.sizes)  # the worker has its own
             else:
@@ -499,14 +501,14 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
             r.update(measure.correctness(run(data), ref))
             if r["agree"] is False:
                 r["flags"].append("DISAGREES")
-            if c.process != "own":
+            if c.process == "same":
                 inputs[n] = {b: workload.batches(data, b) for b in s.sizes}
             for b in s.sizes:
                 _block(run, inputs[n][b], b, s.plan.warm_s, 2)
             runners[n] = run
         except cs.Unavailable as e:
             _fail(r, "skipped", str(e))
-        except RemoteError as e:  # its process crashed, hung or raised: it says which
+        except ChildError as e:  # its process crashed, hung or raised: it says which
             _fail(r, "failed", f"{e} (while loading, checking or warming up)")
         except Exception as e:
             _fail(r, "failed", f"{type(e).__name__}: {e}")
@@ -522,7 +524,7 @@ def _measure(s: Session, model: str, runners: dict, inputs: dict, rows: dict) ->
     random order each time, so that drift of the machine hits them alike. A contender that
     fails is dropped from ``runners``."""
     from . import measure
-    from .child import RemoteError
+    from .process import ChildError
 
     gc.collect()
     gc.freeze()  # the frameworks' many objects: a collection before each block then costs nothing
@@ -538,7 +540,7 @@ def _measure(s: Session, model: str, runners: dict, inputs: dict, rows: dict) ->
                 try:
                     series[n][b].blocks.append(_block(runners[n], inputs[n][b], b, budget, least))
                 except Exception as e:
-                    what = str(e) if isinstance(e, RemoteError) else f"{type(e).__name__}: {e}"
+                    what = str(e) if isinstance(e, ChildError) else f"{type(e).__name__}: {e}"
                     _fail(rows[n], "failed", f"{what} (round {i + 1}, batch {b})")
                     gone = runners.pop(n)
                     if hasattr(gone, "close"):

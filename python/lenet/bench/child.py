@@ -7,6 +7,7 @@ so that a timed call never crosses the pipe; the main process only sends command
 blocks, which keeps the rounds interleaved with the in-process contenders. And every
 contender's load time, first call and peak memory are measured in a fresh process
 (``probe``, ``probe_main``). Both children set a contender up the same way (``start``).
+(lenet-cpp's child is no Python at all: harness.py.)
 
 The worker's protocol: one JSON object per line. Its stdout is reserved for the replies
 (what the frameworks print goes to stderr, kept in a file for the error messages); arrays
@@ -17,12 +18,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import select
-import signal
 import subprocess
 import sys
-import sysconfig
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -30,6 +27,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from . import contenders, measure, workload
+from .process import PYTHON, Child, ChildError, death
 
 # --- in the child ---------------------------------------------------------------------------
 
@@ -137,43 +135,7 @@ def probe_main(arg: str) -> None:
 
 # --- in the parent --------------------------------------------------------------------------
 
-# Every child runs with Python's faulthandler on: a fatal signal prints the Python stack, which
-# ``death`` turns into the row's reason ("crashed: SIGSEGV in replay (torch/cuda/graphs.py:139)").
-PYTHON = [sys.executable, "-X", "faulthandler"]
-_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)', re.M)
-
-
-def _short(path: str) -> str:
-    """A source file as a reader finds it: below site-packages or the standard library."""
-    import site
-
-    paths = sysconfig.get_paths()
-    roots = [paths["purelib"], paths["platlib"], paths["stdlib"], *site.getsitepackages()]
-    under = [r.rstrip("/") + "/" for r in roots if path.startswith(r.rstrip("/") + "/")]
-    if under:
-        return path[len(max(under, key=len)) :]
-    return path.split("site-packages/")[-1] if "site-packages/" in path else Path(path).name
-
-
-def death(returncode: int, stderr: str) -> str:
-    """What ended a child, in a few words: the signal and the innermost Python frame of
-    faulthandler's stack (most recent call first), or the exit status and its last line."""
-    if returncode < 0:
-        try:
-            what = signal.Signals(-returncode).name
-        except ValueError:
-            what = f"signal {-returncode}"
-        stack = stderr[stderr.rfind("most recent call first") :] if "most recent call first" in stderr else ""
-        frame = _FRAME.search(stack)
-        if frame:
-            return f"crashed: {what} in {frame['func']} ({_short(frame['file'])}:{frame['line']})"
-        return f"crashed: {what}"
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    return f"exited with status {returncode}: {lines[-1] if lines else '(no output)'}"
-
-
-class RemoteError(RuntimeError):
-    pass
+RemoteError = ChildError  # what a worker's death, silence or error raises
 
 
 class Remote:
@@ -182,17 +144,13 @@ class Remote:
     times its blocks on batches of it."""
 
     def __init__(self, name: str, ctx, x, sizes: list, tmp: Path, env: dict, timeout_s: float = 600):
-        self.name, self.timeout_s, self._tmp = name, timeout_s, Path(tmp)
-        self._calls = 0
-        self._stderr = open(self._tmp / f"{name}.stderr", "w+")
-        self._proc = subprocess.Popen(
+        self.name, self._tmp, self._calls = name, Path(tmp), 0
+        self._child = Child(
+            name,
             [*PYTHON, "-c", "from lenet.bench import child; child.serve()"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-            bufsize=1,
-            env={**os.environ, **contenders.thread_env(ctx.threads, env)},
+            {**os.environ, **contenders.thread_env(ctx.threads, env)},
+            self._tmp,
+            timeout_s,
         )
         try:
             reply = self._call(
@@ -225,43 +183,13 @@ class Remote:
         return str(path)
 
     def _call(self, msg: dict) -> dict:
-        if self._proc.poll() is not None:
-            raise RemoteError(self._died())
-        try:
-            self._proc.stdin.write(json.dumps(msg) + "\n")
-            self._proc.stdin.flush()
-        except BrokenPipeError:  # it died since the last look
-            self._proc.wait()
-            raise RemoteError(self._died()) from None
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._proc.kill()
-                self._proc.wait()
-                self.close()
-                what = f"{msg['op']!r}" + (f" at batch {msg['batch']}" if "batch" in msg else "")
-                raise RemoteError(f"hung: no answer to {what} in {self.timeout_s:g} s; its process was killed")
-            ready, _, _ = select.select([self._proc.stdout], [], [], min(left, 1.0))
-            if ready:
-                break
-            if self._proc.poll() is not None:
-                break
-        line = self._proc.stdout.readline()
-        if not line:
-            self._proc.wait()
-            raise RemoteError(self._died())
-        reply = json.loads(line)
+        what = f"{msg['op']!r}" + (f" at batch {msg['batch']}" if "batch" in msg else "")
+        reply = json.loads(self._child.ask(json.dumps(msg), what))
         if "unavailable" in reply:
             raise contenders.Unavailable(reply["unavailable"])
         if "error" in reply:
             raise RemoteError(reply["error"])
         return reply
-
-    def _died(self) -> str:
-        self._stderr.flush()
-        self._stderr.seek(0)
-        return death(self._proc.returncode, self._stderr.read())
 
     def __call__(self, x) -> np.ndarray:
         """Probabilities for x, computed in the worker."""
@@ -273,16 +201,11 @@ class Remote:
         r = self._call({"op": "block", "batch": batch, "budget_s": budget_s, "min_calls": min_calls})
         return measure.Block(r["call_ns"], r["wall_s"], r["cpu_s"], r["images"])
 
+    def alive(self) -> bool:
+        return self._child.alive()
+
     def close(self) -> None:
-        if self._proc.poll() is None:
-            try:
-                self._proc.stdin.write(json.dumps({"op": "exit"}) + "\n")
-                self._proc.stdin.flush()
-                self._proc.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                self._proc.kill()
-                self._proc.wait()
-        self._stderr.close()
+        self._child.close(json.dumps({"op": "exit"}))
 
     def __enter__(self):
         return self

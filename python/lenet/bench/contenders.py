@@ -164,6 +164,19 @@ def _engine(
     return engine.predict_proba
 
 
+@contender(
+    "lenet-cpp",
+    (),
+    "lenet from C++: lenet::Engine::predict_proba(x), CPU, timed by a C++ harness in its own process "
+    "(the ladder's lowest rung: no Python in the call)",
+    process="cpp",
+)
+def _lenet_cpp(ctx):
+    from .harness import Harness
+
+    return Harness("lenet-cpp", ctx, None, [], None, {})
+
+
 @contender("lenet-cpu", (), "lenet Engine.predict_proba(x), CPU (direct kernels for this CPU's instruction set)")
 def _lenet_cpu(ctx):
     return _engine(ctx, "cpu", False)

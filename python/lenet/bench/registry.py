@@ -46,6 +46,7 @@ class Ctx:
 # What runs an ONNX file as it is: this engine and ONNX Runtime. The other contenders
 # rebuild a Keras model from its layers (channels_last), which an ONNX file is not.
 ONNX_CONTENDERS = (
+    "lenet-cpp",
     "lenet-cpu",
     "lenet-cpu-blas",
     "lenet-cpu-infer",
@@ -65,7 +66,9 @@ class Contender:
     what: str  # one line for the legend
     device: str = "cpu"
     takes: str = "array"  # "array" | "pixels" (the uint8 digits, (n, 28, 28)) | "files"
-    process: str = "same"  # "same" | "own": built and timed in a process of its own
+    # "same" | "own": built and timed in a Python process of its own (child.Remote) | "cpp":
+    # in the C++ harness (child.Harness)
+    process: str = "same"
     env: dict = field(default_factory=dict)  # added to the environment before its frameworks load
 
     def unavailable(self) -> Optional[str]:
@@ -128,7 +131,8 @@ def isolate(names) -> None:
     """Builds and times the contenders ``names`` in processes of their own (lenet-bench
     --isolate): a crash or a hang there costs their row, not the run. Call before ``setup``."""
     for name in names:
-        CONTENDERS[name] = dataclasses.replace(CONTENDERS[name], process="own")
+        if CONTENDERS[name].process == "same":  # the others have a process of their own already
+            CONTENDERS[name] = dataclasses.replace(CONTENDERS[name], process="own")
 
 
 # Modules that register contenders of their own with ``contender`` (comma-separated import

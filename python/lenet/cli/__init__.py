@@ -3,7 +3,7 @@
     lenet-cli digit.png scans/ 'more/*.png' - [--files-from FILE|- [-0]]
               [--weights FILE] [--device auto|cpu|cuda] [--mode auto|mnist|photo]
               [--digits] [--debug-dir DIR] [--top-k K] [--json] [--output FILE]
-              [--batch-size N] [--threads N] [-q] [--no-progress] [--version]
+              [--batch-size N] [--threads N] [--save OUT] [-q] [--no-progress] [--version]
 
 Inputs: image files; directories, searched recursively (image files by extension, other
 files by their first bytes; names starting with "." are skipped); globs the shell did not
@@ -126,6 +126,12 @@ def _parser() -> argparse.ArgumentParser:
         "(default: $RAY_ADDRESS when set); one Engine per actor, Ray's progress display",
     )
     p.add_argument("--summary", action="store_true", help="print the model's layers before the results")
+    p.add_argument(
+        "--save",
+        metavar="OUT",
+        help="write the model, read and checked, as lenet's own file (.lenet: what the C++ API loads, "
+        "docs/cpp.md); with no images, only that",
+    )
     p.add_argument("--version", action="store_true", help="print version, backends and libraries, then exit")
     return p
 
@@ -199,6 +205,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lenet-cli: note: {str(note.message).removeprefix('lenet: ')}", file=sys.stderr)
     if args.summary:
         engine.summary()
+    if args.save:
+        try:
+            engine.save(args.save)
+        except lenet.Error as e:
+            print(f"lenet-cli: error: --save: {e}", file=sys.stderr)
+            return 2
+        if not args.images and not args.files_from:
+            return 0
     if args.debug_dir:
         try:
             os.makedirs(args.debug_dir, exist_ok=True)
@@ -214,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _check_usage(args) -> None:
-    if not args.images and not args.files_from:
+    if not args.images and not args.files_from and not args.save:
         raise UsageError("give at least one image, directory or glob (or --files-from FILE)")
     if not 0.0 <= args.unsure_below <= 1.0:
         raise UsageError(f"--unsure-below must be between 0 and 1, not {args.unsure_below}")
