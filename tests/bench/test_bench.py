@@ -42,6 +42,20 @@ def _needs_keras_on_tensorflow():
     pytest.importorskip("keras")
 
 
+def _bench(out, *args, env=None, timeout=300):
+    """``lenet-bench --quick ... --out OUT`` (MNIST digits where there are some) in a process
+    of its own; fails the test with its output unless it exits 0."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "lenet.bench", "--quick", *args, "--out", str(out), *_mnist_args()],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
 def test_quick_run(tmp_path):
     _needs_keras_on_tensorflow()
     import lenet
@@ -51,30 +65,18 @@ def test_quick_run(tmp_path):
     except lenet.Error as e:
         pytest.skip(f"shipped weights missing: {e}")
     out = tmp_path / "bench"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lenet.bench",
-            "--quick",
-            "--models",
-            "lenet5",
-            "--contenders",
-            ",".join(CONTENDERS),
-            "--batch-sizes",
-            "1,8,64",
-            "--threads",
-            "2",
-            "--probe",
-            "--out",
-            str(out),
-            *_mnist_args(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc = _bench(
+        out,
+        "--models",
+        "lenet5",
+        "--contenders",
+        ",".join(CONTENDERS),
+        "--batch-sizes",
+        "1,8,64",
+        "--threads",
+        "2",
+        "--probe",
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for contender in CONTENDERS:
         assert contender in proc.stdout
     assert "DISAGREES" not in proc.stdout
@@ -237,32 +239,20 @@ def test_bench_skips_the_gpu_peers_without_a_gpu(tmp_path):
         pytest.skip("a GPU is here")
     _shipped()
     out = tmp_path / "bench"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lenet.bench",
-            "--quick",
-            "--models",
-            "lenet5",
-            "--contenders",
-            ",".join(["lenet-cpu"] + GPU_CONTENDERS),
-            "--batch-sizes",
-            "1,8",
-            "--threads",
-            "1",
-            "--images",
-            "64",
-            "--no-probe",
-            "--out",
-            str(out),
-            *_mnist_args(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    _bench(
+        out,
+        "--models",
+        "lenet5",
+        "--contenders",
+        ",".join(["lenet-cpu"] + GPU_CONTENDERS),
+        "--batch-sizes",
+        "1,8",
+        "--threads",
+        "1",
+        "--images",
+        "64",
+        "--no-probe",
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads((out / "results.json").read_text())
     assert doc["header"]["reference"]["name"] in REFERENCES
     rows = {r["contender"]: r for r in doc["results"]}
@@ -371,39 +361,28 @@ def test_a_contender_that_crashes_or_hangs_costs_its_row_not_the_run(tmp_path):
     }
     out = tmp_path / "bench"
     names = ["lenet-cpu", "crashes-when-timed", "aborts-at-load", "hangs-at-load", "lenet-cpu-infer-array"]
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lenet.bench",
-            "--quick",
-            "--models",
-            "lenet5",
-            "--contenders",
-            ",".join(names),
-            "--isolate",
-            "lenet-cpu-infer-array",
-            "--batch-sizes",
-            "1,8",
-            "--threads",
-            "1",
-            "--images",
-            "64",
-            "--rounds",
-            "3",
-            "--timeout",
-            "20",
-            "--no-probe",
-            "--out",
-            str(out),
-            *_mnist_args(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = _bench(
+        out,
+        "--models",
+        "lenet5",
+        "--contenders",
+        ",".join(names),
+        "--isolate",
+        "lenet-cpu-infer-array",
+        "--batch-sizes",
+        "1,8",
+        "--threads",
+        "1",
+        "--images",
+        "64",
+        "--rounds",
+        "3",
+        "--timeout",
+        "20",
+        "--no-probe",
         env=env,
+        timeout=600,
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for name in ["results.json", "results.csv", "README-table.md"] + (
         ["latency.png"] if importlib.util.find_spec("matplotlib") else []
     ):
@@ -509,32 +488,20 @@ def test_an_onnx_file_is_benched_against_onnx_runtime_on_the_file(tmp_path, name
 
     path = Path(__file__).resolve().parents[1] / "data" / "onnx" / f"{name}.onnx"
     out = tmp_path / "bench"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "lenet.bench",
-            "--quick",
-            "--models",
-            str(path),
-            "--contenders",
-            "lenet-cpu,lenet-cpu-infer,onnxruntime,keras-predict",
-            "--batch-sizes",
-            "1,8",
-            "--threads",
-            "1",
-            "--images",
-            "64",
-            "--no-probe",
-            "--out",
-            str(out),
-            *_mnist_args(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    _bench(
+        out,
+        "--models",
+        str(path),
+        "--contenders",
+        "lenet-cpu,lenet-cpu-infer,onnxruntime,keras-predict",
+        "--batch-sizes",
+        "1,8",
+        "--threads",
+        "1",
+        "--images",
+        "64",
+        "--no-probe",
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     doc = json.loads((out / "results.json").read_text())
     assert "ONNX Runtime" in doc["header"]["models"][name]["reference"]
     rows = {r["contender"]: r for r in doc["results"]}
