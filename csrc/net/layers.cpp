@@ -87,23 +87,28 @@ Activation activation_of(const LayerContext& c) {
     const LayerSpec& l = c.l;
     Activation a;
     bool found = false;
-#define LENET_MATCH(n)        \
-    if (l.activation == #n) { \
-        a.kind = Act::n;      \
-        found = true;         \
+#define LENET_MATCH(n, monotonic) \
+    if (l.activation == #n) {     \
+        a.kind = Act::n;          \
+        found = true;             \
     }
     LENET_ACTIVATIONS(LENET_MATCH)
 #undef LENET_MATCH
     if (!found) {
         std::string known;
-#define LENET_NAME(n) known += std::string(known.empty() ? "" : ", ") + #n;
+#define LENET_NAME(n, monotonic) known += std::string(known.empty() ? "" : ", ") + #n;
         LENET_ACTIVATIONS(LENET_NAME)
 #undef LENET_NAME
-        c.fail_unsupported("activation '" + l.activation + "' is not supported (supported: " + known + ", softmax)");
+        c.fail_unsupported("activation '" + l.activation + "' is not supported (supported: " + known +
+                           ", softmax, log_softmax)");
     }
-    a.alpha = l.alpha, a.beta = l.beta, a.max_value = l.max_value, a.threshold = l.threshold;
-    if (!std::isfinite(a.alpha) || !std::isfinite(a.beta) || !std::isfinite(a.threshold) || std::isnan(a.max_value))
-        c.fail_file("activation parameters must be finite numbers");
+    bool bad = false;
+#define LENET_COPY_PARAM(type, field, init, doc) \
+    a.field = l.field;                           \
+    bad |= std::isnan(a.field) || (std::isinf(a.field) && !std::isinf(type(init)));
+    LENET_ACTIVATION_PARAMS(LENET_COPY_PARAM)
+#undef LENET_COPY_PARAM
+    if (bad) c.fail_file("activation parameters must be finite numbers (a relu's max_value may be infinite)");
     if (a.kind == Act::relu && (a.max_value < 0.f || a.threshold < 0.f))
         c.fail_file("relu max_value and threshold must not be negative");
     return a;
@@ -134,9 +139,11 @@ void check_softmax_axis(const LayerContext& c, const Shape& s) {
 void emit_activation(const LayerContext& c, const Shape& out, Lowering& low, int value) {
     low.result = value;
     if (c.l.activation == "linear" || c.l.activation.empty()) return;
-    if (c.l.activation == "softmax") {
+    if (c.l.activation == "softmax" || c.l.activation == "log_softmax") {
         check_softmax_axis(c, out);
-        low.result = low.emit(make_step(OpKind::softmax, out.d, c.l), value);
+        Step s = make_step(OpKind::softmax, out.d, c.l);
+        s.log = c.l.activation == "log_softmax";
+        low.result = low.emit(std::move(s), value);
         return;
     }
     Step s = make_step(OpKind::activation, out.d, c.l);
