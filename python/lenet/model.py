@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional, Union
 
 from ._native import _core
 from .keras import SHIPPED_MODELS, read_model, shipped_weights
+from .preprocess import Preprocessing
 from .spec import ModelSpec
 
 DEFAULT_MODEL = "lenet5"
@@ -65,6 +66,12 @@ class Model:
         return bool(self._network.channels_first)
 
     @property
+    def images_channels_first(self) -> bool:
+        """Whether the model takes images as (channels, height, width): a channels_first
+        model, unless it is an ONNX file whose input is NHWC (transposed in the graph)."""
+        return self.channels_first and self.spec.extra.get("input_layout") != "nhwc"
+
+    @property
     def classes(self) -> int:
         """Values per image in the output."""
         return int(self._network.output_size)
@@ -77,13 +84,25 @@ class Model:
     @property
     def input_scale(self) -> float:
         """The factor applied to 0..255 pixels before the network: the file's
-        ``lenet_input_scale``, 1.0 when the model starts with a Rescaling or
-        Normalization layer, else 1/255."""
+        ``lenet_input_scale``, 1.0 when a Keras model starts with a Rescaling or
+        Normalization layer, else 1/255 (an ONNX graph that normalizes its input does so
+        to tensors of 0..1, as torchvision's ToTensor makes them)."""
         if self.spec.input_scale is not None:
             return float(self.spec.input_scale)
-        if any(l.kind in ("rescaling", "normalization") and list(l.inputs) == [-1] for l in self.spec.layers):
+        if self.spec.extra.get("format") != "onnx" and any(
+            l.kind in ("rescaling", "normalization") and list(l.inputs) == [-1] for l in self.spec.layers
+        ):
             return 1.0
         return DEFAULT_INPUT_SCALE
+
+    @property
+    def preprocessing(self) -> Preprocessing:
+        """How the file says its images' pixels are prepared: ``input_scale``, and the mean
+        and standard deviation an ONNX file records in its metadata (``lenet_mean``,
+        ``lenet_std``; 0 and 1 when it does not). ``Engine(mean=, std=)`` overrides them."""
+        return Preprocessing(
+            self.input_scale, tuple(self.spec.extra.get("mean", (0.0,))), tuple(self.spec.extra.get("std", (1.0,)))
+        )
 
     def summary(self, print_fn: Optional[Callable[[str], Any]] = None) -> None:
         """Prints the layers, their output shapes and parameter counts, as Keras'
@@ -97,7 +116,7 @@ class Model:
         lines = [
             f"Model {self.spec.name or '?'} from {self.source}",
             f"input {self.input_shape}{', channels_first' if self.channels_first else ''}, "
-            f"pixels x {self.input_scale:g}",
+            f"pixels: {self.preprocessing}",
         ]
         width = max([len(f"{n} ({c})") for n, c, _, _ in rows] + [10])
         lines.append(f"{'layer':<{width}}  {'output shape':<20}{'params':>10}")
@@ -108,11 +127,10 @@ class Model:
         if kind != "softmax" and len(self.output_shape) == 2:
             lines.append(
                 "outputs: "
-                + (
-                    "sigmoids; probabilities are them divided by their sum"
-                    if kind == "sigmoid"
-                    else "scores (logits); probabilities are their softmax"
-                )
+                + {
+                    "sigmoid": "sigmoids; probabilities are them divided by their sum",
+                    "log_softmax": "log-probabilities (log_softmax); probabilities are their exponentials",
+                }.get(kind, "scores (logits); probabilities are their softmax")
             )
         return "\n".join(lines)
 
@@ -124,6 +142,8 @@ def _image_shape(spec: ModelSpec, network: Any) -> Optional[tuple[int, int, int]
     """What image the model's input holds: an image input as it is; (h, w) as one
     channel; a flat input reshaped into an image by its first layer, or square."""
     shape = tuple(network.input_shape)
+    if len(shape) == 3 and spec.extra.get("input_layout") == "nhwc":  # an ONNX file of Keras' layout
+        return shape
     if len(shape) == 3:
         return (shape[1], shape[2], shape[0]) if network.channels_first else shape
     if len(shape) == 2:

@@ -156,7 +156,14 @@ def _dense(b: Builder, n: Node, v: Val, kernel: np.ndarray, bias: Optional[np.nd
     if bias is not None:
         weights["bias"] = np.broadcast_to(bias.reshape(-1) if bias.size != 1 else bias.reshape(()), (kernel.shape[1],))
     return b.emit(
-        n, "dense", [v], (kernel.shape[1],), weights=weights, units=int(kernel.shape[1]), use_bias=bias is not None
+        n,
+        "dense",
+        [v],
+        (kernel.shape[1],),
+        v.batched,
+        weights=weights,
+        units=int(kernel.shape[1]),
+        use_bias=bias is not None,
     )
 
 
@@ -400,19 +407,47 @@ CONVERTERS: dict[str, Callable[[Builder, Node], None]] = {
 }
 
 
-def convert(g: Graph) -> tuple[list, tuple]:
-    """The records of g's output and the model's per-sample input shape."""
-    b = Builder(g)
-    dims = g.input_shape
+def input_axes(g: Graph) -> tuple[bool, tuple]:
+    """Whether the input has a batch axis, and its per-sample shape: (N, C, H, W) and
+    (N, features) have one; (N, H, W) when its first axis is not a fixed size (Keras'
+    Flatten(input_shape=(28, 28)) through tf2onnx, PyTorch's nn.Flatten first); a
+    fixed (C, H, W), (H, W) or (features,) is one sample, the graph's author running it
+    one at a time (the engine batches it)."""
+    dims = list(g.input_shape)
     if len(dims) not in (1, 2, 3, 4):
         raise UnsupportedModelError(
             f"{g.where}: input '{g.input}' of rank {len(dims)} is not supported "
-            "((N, C, H, W), (N, features), or the same without the batch axis)"
+            "((N, C, H, W), (N, H, W), (N, features), or (C, H, W), (features,) without a batch axis)"
         )
-    batched = len(dims) in (2, 4)
+    batched = len(dims) in (2, 4) or (len(dims) == 3 and dims[0] is None)
     per = tuple(dims[1:] if batched else dims)
-    if any(d is None for d in per):
-        raise UnsupportedModelError(f"{g.where}: input '{g.input}' has unknown dimensions {dims}")
+    unknown = [i + batched for i, d in enumerate(per) if d is None]
+    if unknown:
+        shown = ", ".join(("N" if batched and i == 0 else "?" if d is None else str(d)) for i, d in enumerate(dims))
+        raise UnsupportedModelError(
+            f"{g.where}: input '{g.input}' of shape [{shown}]: its axis {', '.join(map(str, unknown))} "
+            f"({'its size' if len(unknown) == 1 else 'their sizes'} is not fixed in the file) must have a fixed "
+            "size; only the batch axis may vary. Export the model with a fixed image size"
+        )
+    return batched, per
+
+
+def input_layout(g: Graph) -> str:
+    """'nhwc' for a 4-D input every reader of which transposes it to NCHW first (tf2onnx and
+    keras2onnx write Keras' channels_last models so): images go in as they are in memory."""
+    if len(g.input_shape) != 4:
+        return ""
+    readers = [n for n in g.nodes if g.input in n.inputs]
+    if readers and all(n.op == "Transpose" and ints(attr(n, "perm", [])) == [0, 3, 1, 2] for n in readers):
+        return "nhwc"
+    return ""
+
+
+def convert(g: Graph) -> tuple[list, tuple]:
+    """The records of g's output and the model's per-sample input shape."""
+    b = Builder(g)
+    batched, per = input_axes(g)
+    b.no_batch = not batched
     b.vals[g.input] = Val(-1, per, batched)
     nodes = fuse_gelu(g.nodes, g.consts)
     for n in nodes:
