@@ -57,7 +57,7 @@ struct Tensor {
     X(int, groups, 1, "conv groups")                                                                              \
     X(int, depth_multiplier, 1, "depthwise / separable conv channels per input channel")                         \
     X(bool, use_bias, true, "conv / dense: a bias weight is present")                                             \
-    X(Int4, pad, (Int4{0, 0, 0, 0}), "zero padding or cropping (top, bottom, left, right)")                        \
+    X(Int4, pad, (Int4{0, 0, 0, 0}), "zero padding or cropping; pooling: absent pixels (top, bottom, left, right)")                        \
     X(std::string, activation, "linear", "the activation: linear, relu, elu, gelu, ... (LENET_ACTIVATIONS, network.h)")         \
     LENET_ACTIVATION_PARAMS(X)                                                                                     \
     X(float, scale, 1.f, "rescaling: y = x * scale + offset")                                                      \

@@ -333,17 +333,39 @@ void dense_lower(const LayerContext& c, const Shape& out, Lowering& low) {
 
 // ------------------------------------------------------------------ pooling, padding
 
+// A pooling's output and pads: 'same' or none (window_out), or the record's explicit
+// pads (ONNX's pads, and the partial windows of its ceil_mode as pads after): pixels
+// absent from the windows, which max pooling ignores and average pooling does not
+// count. Every window must hold a real pixel.
+Dims pool_out(const LayerContext& c, Dims in, const Window& w, Pads* pads) {
+    const Int4& p = c.l.pad;
+    if (c.l.same_padding || !(p[0] || p[1] || p[2] || p[3])) return window_out(c, in, w, in.c, pads);
+    c.check_range("pool pad top", p[0], 0, w.kh - 1);
+    c.check_range("pool pad bottom", p[1], 0, w.kh - 1 + w.sh - 1);
+    c.check_range("pool pad left", p[2], 0, w.kw - 1);
+    c.check_range("pool pad right", p[3], 0, w.kw - 1 + w.sw - 1);
+    *pads = {p[0], p[1], p[2], p[3]};
+    const int h = in.h + p[0] + p[1], wd = in.w + p[2] + p[3];
+    if (h < w.kh || wd < w.kw)
+        c.fail_file("window " + std::to_string(w.kh) + "x" + std::to_string(w.kw) +
+                    " is larger than its padded input " + c.in[0].str());
+    const Dims out{(h - w.kh) / w.sh + 1, (wd - w.kw) / w.sw + 1, in.c};
+    if ((out.h - 1) * w.sh - p[0] >= in.h || (out.w - 1) * w.sw - p[2] >= in.w)
+        c.fail_file("pads " + tuple_str(std::vector<int>(p.begin(), p.end())) + " leave a window without a real pixel");
+    return out;
+}
+
 Shape pool_infer(const LayerContext& c, std::vector<WeightSlot>&) {
     const Shape& x = c.image_input();
     Pads p;
-    return c.make(x.rank, window_out(c, x.d, check_window(c, false), x.d.c, &p));
+    return c.make(x.rank, pool_out(c, x.d, check_window(c, false), &p));
 }
 
 void pool_lower(const LayerContext& c, const Shape& out, Lowering& low) {
     const Window w = check_window(c, false);
     Step s = make_step(c.is("max_pool") ? OpKind::max_pool2d : OpKind::avg_pool2d, out.d, c.l);
     s.kh = w.kh, s.kw = w.kw, s.sh = w.sh, s.sw = w.sw;
-    window_out(c, c.in[0].d, w, out.d.c, &s.pad);
+    pool_out(c, c.in[0].d, w, &s.pad);
     low.result = low.emit(std::move(s));
 }
 

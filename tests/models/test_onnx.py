@@ -356,6 +356,7 @@ def c_gelu(opset):
 
 
 OPSETS = [7, 9, 11, 13, 17, ORT_MAX]
+CEIL_OPSETS = [o for o in OPSETS if o >= 10]  # ceil_mode is an attribute from opset 10
 CASES = {
     "Conv_pads_strides_group": (lambda o: c_conv(o, pads=[1, 0, 2, 1], strides=[2, 1], group=2), OPSETS),
     "Conv_same_upper": (lambda o: c_conv(o, auto_pad="SAME_UPPER", strides=[2, 2]), OPSETS),
@@ -384,6 +385,20 @@ CASES = {
     "AveragePool_pads_excluded": (
         c_pool("AveragePool", kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 0]),
         OPSETS,
+    ),
+    # Explicit pads and ceil_mode's partial windows (issue 43): Chainer's cover_all writes [0, 0, 1, 1]
+    "MaxPool_asymmetric_pads": (c_pool("MaxPool", kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 1]), OPSETS),
+    "MaxPool_pads_k3s1": (c_pool("MaxPool", kernel_shape=[3, 3], pads=[2, 0, 0, 1]), OPSETS),
+    "MaxPool_ceil_mode": (c_pool("MaxPool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1), CEIL_OPSETS),
+    "MaxPool_ceil_mode_pads": (
+        c_pool("MaxPool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1),
+        CEIL_OPSETS,
+    ),
+    "AveragePool_asymmetric_pads_excluded": (c_pool("AveragePool", kernel_shape=[3, 3], pads=[2, 0, 0, 1]), OPSETS),
+    "AveragePool_ceil_mode": (c_pool("AveragePool", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1), CEIL_OPSETS),
+    "AveragePool_ceil_mode_pads_included": (
+        c_pool("AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 1, 0], count_include_pad=1, ceil_mode=1),
+        CEIL_OPSETS,
     ),
     "GlobalAveragePool": (c_pool("GlobalAveragePool"), OPSETS),
     "GlobalMaxPool": (c_pool("GlobalMaxPool"), OPSETS),

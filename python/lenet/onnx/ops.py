@@ -58,16 +58,6 @@ def _window(b: Builder, n: Node, v: Val, kernel: Optional[tuple] = None) -> tupl
     return kernel, strides, dilations, same, pads
 
 
-def _tf_same(v: Val, kernel: tuple, strides: tuple) -> tuple:
-    """TensorFlow's 'same' pads of a window over v: (top, bottom, left, right)."""
-    out = []
-    for size, k, s in zip(v.shape[1:], kernel, strides):
-        o = -(-size // s)
-        total = max((o - 1) * s + k - size, 0)
-        out += [total // 2, total - total // 2]
-    return tuple(out)
-
-
 def conv(b: Builder, n: Node) -> None:
     v = b.val(n)
     image(b, n, v)
@@ -105,26 +95,21 @@ def pool(b: Builder, n: Node) -> None:
         b.fail(n, f"dilations {list(dilations)} are not supported")
     avg = n.op == "AveragePool"
     shape = b.need_shape(n, v)
-    if int(attr(n, "ceil_mode", 0)):
-        floor = tuple(
-            (s + p0 + p1 - k) // st + 1 for s, k, st, p0, p1 in zip(v.shape[1:], kernel, strides, pads[::2], pads[1::2])
-        )
-        if floor != tuple(shape[1:]):
-            b.fail(n, "ceil_mode=1 with a partial window at the end is not supported")
     include = avg and int(attr(n, "count_include_pad", 0))
-    if any(pads):
-        if include:  # the padding's zeros are averaged in: a zero padding, then a valid pool
-            v, pads = zero_pad(b, n, v, pads), (0, 0, 0, 0)
-        elif pads == _tf_same(v, kernel, strides):
-            same = True  # TensorFlow's 'same': padded cells ignored, as ONNX ignores them here
-        else:
-            b.fail(
-                n,
-                f"pads {list(attr(n, 'pads'))} other than TensorFlow's 'same' are not supported for "
-                f"{'max' if not avg else 'average'} pooling",
-            )
-    elif same and include:
+    if same and include:
         b.fail(n, "auto_pad SAME with count_include_pad=1 is not supported")
+    if include and any(pads):  # the padding's zeros are averaged in: a zero padding, then a pool
+        v, pads = zero_pad(b, n, v, pads), (0, 0, 0, 0)
+    if not same:
+        # ceil_mode's partial windows at the end: absent pixels after, as many as ONNX's output
+        # shape needs (pads are absent pixels too: max ignores them, average does not count them)
+        extra = [
+            max((o - 1) * st + k - (size + p0 + p1), 0)
+            for o, size, k, st, p0, p1 in zip(shape[1:], v.shape[1:], kernel, strides, pads[::2], pads[1::2])
+        ]
+        if any(extra) and not int(attr(n, "ceil_mode", 0)):
+            raise ModelFileError(f"{b.g.where_node(n)}: output {shape} does not follow from its input {v.shape}")
+        pads = (pads[0], pads[1] + extra[0], pads[2], pads[3] + extra[1])
     b.vals[n.outputs[0]] = b.emit(
         n,
         "avg_pool2d" if avg else "max_pool2d",
@@ -133,6 +118,7 @@ def pool(b: Builder, n: Node) -> None:
         kernel=kernel,
         strides=strides,
         same_padding=same,
+        pad=pads,
         data_format="channels_first",
     )
 
