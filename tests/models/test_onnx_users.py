@@ -339,3 +339,16 @@ def test_the_server_takes_the_authors_preprocessing(tmp_path):
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["digit"] == int(want.argmax()) and abs(body["confidence"] - float(want.max())) <= TOL
+
+
+@pytest.mark.requires_cuda
+@pytest.mark.parametrize("path", ZOO, ids=[p.stem for p in ZOO])
+def test_every_ending_gives_the_same_probabilities_on_the_gpu(path):
+    """The core's conversion to probabilities (log-softmax exponentiated, sigmoids normalized,
+    logits through a softmax) on the CUDA backend, and the author's preprocessing there."""
+    cpu = lenet.Engine(path, device="cpu", **AUTHOR.get(path.stem, {}))
+    gpu = lenet.Engine(path, device="cuda", **AUTHOR.get(path.stem, {}))
+    x = RNG.random((9,) + tuple(cpu.input_shape[1:]), dtype=np.float32)
+    assert np.abs(gpu.predict_proba(x) - cpu.predict_proba(x)).max() <= TOL
+    rows = digits_for(cpu.image_shape)
+    assert np.abs(gpu.row_probabilities(rows) - cpu.row_probabilities(rows)).max() <= TOL
