@@ -132,7 +132,8 @@ def test_module_level_infer_reuses_engine(digits):
     r1 = lenet.infer(digits[0][0], device="cpu")
     r2 = lenet.infer(digits[0][0], device="cpu")
     assert r1.digit == r2.digit
-    assert len([k for k in lenet.engine._default_engines if k[1] == "cpu"]) == 1
+    # the default model's: other tests of the process may have made engines of other weights or options
+    assert len([k for k in lenet.engine._default_engines if k[:3] == (None, "cpu", None)]) == 1
 
 
 @pytest.mark.parametrize(
