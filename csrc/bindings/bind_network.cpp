@@ -30,6 +30,7 @@ py::tuple to_tuple(const std::vector<int64_t>& v) {
 const char* output_kind(OutputKind k) {
     switch (k) {
         case OutputKind::softmax: return "softmax";
+        case OutputKind::log_softmax: return "log_softmax";
         case OutputKind::sigmoid: return "sigmoid";
         case OutputKind::scores: return "scores";
     }
@@ -198,13 +199,30 @@ void bind_network(py::module_& m) {
         "activations",
         [] {
             std::vector<std::string> names;
-#define LENET_ACT_NAME(n) names.push_back(#n);
+#define LENET_ACT_NAME(n, monotonic) names.push_back(#n);
             LENET_ACTIVATIONS(LENET_ACT_NAME)
 #undef LENET_ACT_NAME
             names.push_back("softmax");
+            names.push_back("log_softmax");
             return names;
         },
         "Every activation the network knows.");
+    m.def(
+        "activation_monotonic",
+        [](const std::string& name, float alpha) {
+            Activation a;
+            a.alpha = alpha;
+            bool found = false;
+#define LENET_ACT_KIND(n, monotonic) \
+    if (name == #n) a.kind = Act::n, found = true;
+            LENET_ACTIVATIONS(LENET_ACT_KIND)
+#undef LENET_ACT_KIND
+            if (!found) throw py::value_error("no element-wise activation '" + name + "'");
+            return a.monotonic();
+        },
+        py::arg("name"), py::arg("alpha") = 0.f,
+        "Whether the element-wise activation, with this alpha, never decreases (LENET_ACTIVATIONS' column): "
+        "the fused conv + max pool relies on it.");
     m.def(
         "limits",
         [] {

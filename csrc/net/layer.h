@@ -28,6 +28,19 @@ struct Tensor {
     std::vector<float> data;
 };
 
+// The parameters of an activation, in the layer record and in network.h's
+// Activation alike (one list: a new parameter is one line here, and the type stub,
+// python/lenet/_core.pyi, which tests/core/test_core_api.py checks against the record).
+// X(type, name, default, what it means). Infinity is a valid value only where the
+// default is infinite.
+// clang-format off: one table entry per line, as written
+#define LENET_ACTIVATION_PARAMS(X)                                                                             \
+    X(float, alpha, 0.f, "activation parameter: relu negative slope, elu alpha, hard sigmoid slope")             \
+    X(float, beta, 0.f, "activation parameter: hard sigmoid offset")                                              \
+    X(float, max_value, std::numeric_limits<float>::infinity(), "relu ceiling")                                   \
+    X(float, threshold, 0.f, "relu threshold")
+// clang-format on
+
 // X(type, name, default, what it means)
 // clang-format off: one table entry per line, as written
 #define LENET_LAYER_FIELDS(X)                                                                                        \
@@ -44,12 +57,9 @@ struct Tensor {
     X(int, groups, 1, "conv groups")                                                                              \
     X(int, depth_multiplier, 1, "depthwise / separable conv channels per input channel")                         \
     X(bool, use_bias, true, "conv / dense: a bias weight is present")                                             \
-    X(Int4, pad, (Int4{0, 0, 0, 0}), "zero padding or cropping (top, bottom, left, right)")                        \
+    X(Int4, pad, (Int4{0, 0, 0, 0}), "zero padding or cropping; pooling: absent pixels (top, bottom, left, right)")                        \
     X(std::string, activation, "linear", "the activation: linear, relu, elu, gelu, ... (LENET_ACTIVATIONS, network.h)")         \
-    X(float, alpha, 0.f, "activation parameter: relu negative slope, elu alpha, hard sigmoid slope")             \
-    X(float, beta, 0.f, "activation parameter: hard sigmoid offset")                                              \
-    X(float, max_value, std::numeric_limits<float>::infinity(), "relu ceiling")                                   \
-    X(float, threshold, 0.f, "relu threshold")                                                                    \
+    LENET_ACTIVATION_PARAMS(X)                                                                                     \
     X(float, scale, 1.f, "rescaling: y = x * scale + offset")                                                      \
     X(float, offset, 0.f, "rescaling offset")                                                                     \
     X(float, epsilon, 1e-3f, "batch_norm / layer_norm / normalization epsilon")                                   \

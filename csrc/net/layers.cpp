@@ -87,23 +87,28 @@ Activation activation_of(const LayerContext& c) {
     const LayerSpec& l = c.l;
     Activation a;
     bool found = false;
-#define LENET_MATCH(n)        \
-    if (l.activation == #n) { \
-        a.kind = Act::n;      \
-        found = true;         \
+#define LENET_MATCH(n, monotonic) \
+    if (l.activation == #n) {     \
+        a.kind = Act::n;          \
+        found = true;             \
     }
     LENET_ACTIVATIONS(LENET_MATCH)
 #undef LENET_MATCH
     if (!found) {
         std::string known;
-#define LENET_NAME(n) known += std::string(known.empty() ? "" : ", ") + #n;
+#define LENET_NAME(n, monotonic) known += std::string(known.empty() ? "" : ", ") + #n;
         LENET_ACTIVATIONS(LENET_NAME)
 #undef LENET_NAME
-        c.fail_unsupported("activation '" + l.activation + "' is not supported (supported: " + known + ", softmax)");
+        c.fail_unsupported("activation '" + l.activation + "' is not supported (supported: " + known +
+                           ", softmax, log_softmax)");
     }
-    a.alpha = l.alpha, a.beta = l.beta, a.max_value = l.max_value, a.threshold = l.threshold;
-    if (!std::isfinite(a.alpha) || !std::isfinite(a.beta) || !std::isfinite(a.threshold) || std::isnan(a.max_value))
-        c.fail_file("activation parameters must be finite numbers");
+    bool bad = false;
+#define LENET_COPY_PARAM(type, field, init, doc) \
+    a.field = l.field;                           \
+    bad |= std::isnan(a.field) || (std::isinf(a.field) && !std::isinf(type(init)));
+    LENET_ACTIVATION_PARAMS(LENET_COPY_PARAM)
+#undef LENET_COPY_PARAM
+    if (bad) c.fail_file("activation parameters must be finite numbers (a relu's max_value may be infinite)");
     if (a.kind == Act::relu && (a.max_value < 0.f || a.threshold < 0.f))
         c.fail_file("relu max_value and threshold must not be negative");
     return a;
@@ -134,9 +139,11 @@ void check_softmax_axis(const LayerContext& c, const Shape& s) {
 void emit_activation(const LayerContext& c, const Shape& out, Lowering& low, int value) {
     low.result = value;
     if (c.l.activation == "linear" || c.l.activation.empty()) return;
-    if (c.l.activation == "softmax") {
+    if (c.l.activation == "softmax" || c.l.activation == "log_softmax") {
         check_softmax_axis(c, out);
-        low.result = low.emit(make_step(OpKind::softmax, out.d, c.l), value);
+        Step s = make_step(OpKind::softmax, out.d, c.l);
+        s.log = c.l.activation == "log_softmax";
+        low.result = low.emit(std::move(s), value);
         return;
     }
     Step s = make_step(OpKind::activation, out.d, c.l);
@@ -326,17 +333,39 @@ void dense_lower(const LayerContext& c, const Shape& out, Lowering& low) {
 
 // ------------------------------------------------------------------ pooling, padding
 
+// A pooling's output and pads: 'same' or none (window_out), or the record's explicit
+// pads (ONNX's pads, and the partial windows of its ceil_mode as pads after): pixels
+// absent from the windows, which max pooling ignores and average pooling does not
+// count. Every window must hold a real pixel.
+Dims pool_out(const LayerContext& c, Dims in, const Window& w, Pads* pads) {
+    const Int4& p = c.l.pad;
+    if (c.l.same_padding || !(p[0] || p[1] || p[2] || p[3])) return window_out(c, in, w, in.c, pads);
+    c.check_range("pool pad top", p[0], 0, w.kh - 1);
+    c.check_range("pool pad bottom", p[1], 0, w.kh - 1 + w.sh - 1);
+    c.check_range("pool pad left", p[2], 0, w.kw - 1);
+    c.check_range("pool pad right", p[3], 0, w.kw - 1 + w.sw - 1);
+    *pads = {p[0], p[1], p[2], p[3]};
+    const int h = in.h + p[0] + p[1], wd = in.w + p[2] + p[3];
+    if (h < w.kh || wd < w.kw)
+        c.fail_file("window " + std::to_string(w.kh) + "x" + std::to_string(w.kw) +
+                    " is larger than its padded input " + c.in[0].str());
+    const Dims out{(h - w.kh) / w.sh + 1, (wd - w.kw) / w.sw + 1, in.c};
+    if ((out.h - 1) * w.sh - p[0] >= in.h || (out.w - 1) * w.sw - p[2] >= in.w)
+        c.fail_file("pads " + tuple_str(std::vector<int>(p.begin(), p.end())) + " leave a window without a real pixel");
+    return out;
+}
+
 Shape pool_infer(const LayerContext& c, std::vector<WeightSlot>&) {
     const Shape& x = c.image_input();
     Pads p;
-    return c.make(x.rank, window_out(c, x.d, check_window(c, false), x.d.c, &p));
+    return c.make(x.rank, pool_out(c, x.d, check_window(c, false), &p));
 }
 
 void pool_lower(const LayerContext& c, const Shape& out, Lowering& low) {
     const Window w = check_window(c, false);
     Step s = make_step(c.is("max_pool") ? OpKind::max_pool2d : OpKind::avg_pool2d, out.d, c.l);
     s.kh = w.kh, s.kw = w.kw, s.sh = w.sh, s.sw = w.sw;
-    window_out(c, c.in[0].d, w, out.d.c, &s.pad);
+    pool_out(c, c.in[0].d, w, &s.pad);
     low.result = low.emit(std::move(s));
 }
 

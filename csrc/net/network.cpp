@@ -24,7 +24,7 @@ std::string Shape::str() const { return tuple_str(keras()); }
 
 const char* to_string(Act a) {
     switch (a) {
-#define LENET_CASE(n) \
+#define LENET_CASE(n, monotonic) \
     case Act::n: return #n;
         LENET_ACTIVATIONS(LENET_CASE)
 #undef LENET_CASE
@@ -506,7 +506,7 @@ Network::Network(std::vector<LayerSpec> layers, const std::vector<int64_t>& inpu
 
     const Step& last = steps_.back();
     if (last.op == OpKind::softmax)
-        output_kind_ = OutputKind::softmax;
+        output_kind_ = last.log ? OutputKind::log_softmax : OutputKind::softmax;
     else if ((weighted(last) || last.op == OpKind::activation) && last.act.kind == Act::sigmoid)
         output_kind_ = OutputKind::sigmoid;
 }

@@ -48,18 +48,23 @@ struct Shape {
     std::string str() const;  // Keras' view, e.g. "(28, 28, 1)"
 };
 
-// Element-wise activations (softmax is its own op). Parameters: relu: alpha =
-// negative slope, max_value, threshold (Keras' ReLU); elu: alpha; hard_sigmoid /
-// hard_swish: clip(alpha * x + beta, 0, 1). The math is in
-// backends/activation_math.h, shared by every backend.
+// Element-wise activations (softmax is its own op). Parameters
+// (LENET_ACTIVATION_PARAMS, layer.h): relu: alpha = negative slope, max_value,
+// threshold (Keras' ReLU); elu: alpha; hard_sigmoid / hard_swish: clip(alpha * x +
+// beta, 0, 1). The math is in backends/activation_math.h, shared by every backend.
+//
+// X(name, monotonic): every entry says whether it never decreases (then it commutes
+// with max pooling: a fused conv + pool may pool first): yes, no, or alpha_nonneg
+// (when its alpha >= 0). An entry without it does not compile.
 // clang-format off: one table entry per line, as written
 #define LENET_ACTIVATIONS(X) \
-    X(linear) X(relu) X(elu) X(selu) X(gelu) X(gelu_tanh) X(tanh) X(sigmoid) X(hard_sigmoid) X(hard_swish) X(swish) \
-    X(softplus) X(softsign) X(exponential) X(mish)
+    X(linear, yes) X(relu, alpha_nonneg) X(elu, alpha_nonneg) X(selu, yes) X(gelu, no) X(gelu_tanh, no) X(tanh, yes) \
+    X(sigmoid, yes) X(hard_sigmoid, alpha_nonneg) X(hard_swish, no) X(swish, no) X(softplus, yes) X(softsign, yes) \
+    X(exponential, yes) X(mish, no)
 // clang-format on
 
 enum class Act {
-#define LENET_ENUM_VALUE(n) n,
+#define LENET_ENUM_VALUE(n, monotonic) n,
     LENET_ACTIVATIONS(LENET_ENUM_VALUE)
 #undef LENET_ENUM_VALUE
 };
@@ -67,26 +72,27 @@ const char* to_string(Act a);
 
 struct Activation {
     Act kind = Act::linear;
-    float alpha = 0.f, beta = 0.f, max_value = std::numeric_limits<float>::infinity(), threshold = 0.f;
+    // The parameters, the same fields as the layer record's (LENET_ACTIVATION_PARAMS).
+#define LENET_DECLARE_PARAM(type, field, init, doc) type field = init;
+    LENET_ACTIVATION_PARAMS(LENET_DECLARE_PARAM)
+#undef LENET_DECLARE_PARAM
     bool linear() const { return kind == Act::linear; }
     // max(x, 0): the form kernels apply in registers (and cuDNN fuses).
     bool plain_relu() const {
         return kind == Act::relu && alpha == 0.f && threshold == 0.f &&
                max_value == std::numeric_limits<float>::infinity();
     }
-    // Never decreasing: it commutes with max pooling (a fused conv + pool may pool first).
+    // Never decreasing: it commutes with max pooling (a fused conv + pool may pool
+    // first). From the table's column: no default to fall back on.
     bool monotonic() const {
+        const bool yes = true, no = false, alpha_nonneg = alpha >= 0.f;
         switch (kind) {
-            case Act::gelu:
-            case Act::gelu_tanh:
-            case Act::swish:
-            case Act::mish:
-            case Act::hard_swish: return false;
-            case Act::relu:
-            case Act::elu:
-            case Act::hard_sigmoid: return alpha >= 0.f;
-            default: return true;
+#define LENET_MONOTONIC(n, monotonic) \
+    case Act::n: return monotonic;
+            LENET_ACTIVATIONS(LENET_MONOTONIC)
+#undef LENET_MONOTONIC
         }
+        return no && yes;  // not reached: every kind is a case
     }
     std::string str() const;
 };
@@ -149,7 +155,7 @@ struct SamePadding {
 SamePadding same_padding(int in, int kernel, int stride);
 
 // What the model's outputs are, for turning them into probabilities.
-enum class OutputKind { softmax, sigmoid, scores };
+enum class OutputKind { softmax, log_softmax, sigmoid, scores };
 
 // A checked, lowered network. Immutable once built; shared by every plan.
 class Network {

@@ -311,6 +311,10 @@ void to_probabilities(float* y, int64_t n, int64_t size, OutputKind kind) {
     if (kind == OutputKind::softmax) return;
     for (int64_t b = 0; b < n; ++b) {
         float* p = y + b * size;
+        if (kind == OutputKind::log_softmax) {  // log-probabilities: their exponentials
+            for (int64_t i = 0; i < size; ++i) p[i] = std::exp(p[i]);
+            continue;
+        }
         if (kind == OutputKind::sigmoid) {
             double sum = 0;
             for (int64_t i = 0; i < size; ++i) sum += p[i];

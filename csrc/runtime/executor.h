@@ -30,7 +30,8 @@ public:
     enum class Output {
         raw,            // the model's outputs, as Keras' predict gives them
         probabilities,  // a distribution per image (see Network::OutputKind): softmax outputs as they are,
-                        // sigmoid outputs divided by their sum, anything else through a softmax
+                        // log-softmax outputs exponentiated, sigmoid outputs divided by their sum,
+                        // anything else through a softmax
     };
 
     // The inputs of a call: float32 values, or uint8 pixels multiplied by `scale` as

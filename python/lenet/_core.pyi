@@ -25,7 +25,7 @@ class LayerSpec:
     groups: int  # conv groups
     depth_multiplier: int  # depthwise / separable conv channels per input channel
     use_bias: bool  # conv / dense: a bias weight is present
-    pad: tuple[int, int, int, int]  # zero padding or cropping (top, bottom, left, right)
+    pad: tuple[int, int, int, int]  # zero padding or cropping; pooling: absent pixels (top, bottom, left, right)
     activation: str  # the activation: linear, relu, elu, gelu, ... (LENET_ACTIVATIONS, network.h)
     alpha: float  # activation parameter: relu negative slope, elu alpha, hard sigmoid slope
     beta: float  # activation parameter: hard sigmoid offset
@@ -82,6 +82,7 @@ def write_model_file(
 def is_model_file(head: bytes) -> bool: ...
 def layer_kinds() -> list[str]: ...
 def activations() -> list[str]: ...
+def activation_monotonic(name: str, alpha: float = 0.0) -> bool: ...
 def limits() -> dict[str, int]: ...
 
 class Executor:

@@ -11,12 +11,13 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union, overload
 
 import numpy as np
 
-from . import stream
+from . import preprocess, stream
 from ._native import _core
 from .device import cuda_available, cuda_built, default_threads, resolve_device
 from .errors import Error, InputError
 from .images import Prepared, as_array, check_batch_size, label_of, prepare, prepare_number
 from .model import DEFAULT_MODEL, Model, load
+from .plans import describe_plans
 from .results import Number, Result, answers, results
 
 __all__ = [
@@ -41,7 +42,13 @@ class Engine:
     ``weights``: a path, a shipped model name, a loaded ``Model``, or None for the
     default shipped model. ``device``: "auto" (CUDA when usable, else the CPU),
     "cpu" or "cuda". ``threads``: CPU worker threads (default: the CPUs available).
-    ``input_scale`` overrides the pixel scale the file records. CUDA only:
+    How images' pixels are prepared for the model (``infer`` and the other image paths;
+    ``predict`` takes the model's input as it is): 0..255 pixels times ``input_scale``,
+    then ``(x - mean) / std`` per channel, as torchvision's ``Normalize`` and Keras'
+    ``Normalization`` do (``mean``, ``std``: a number, or one per channel); each
+    overrides what the file records (``preprocessing`` says what is used; a PyTorch
+    MNIST model trained on ``Normalize((0.1307,), (0.3081,))``: ``mean=0.1307,
+    std=0.3081``). CUDA only:
     ``allow_tf32`` permits TF32 tensor-core math (faster, no longer within 1e-5 of
     Keras); ``cuda_graphs=False`` launches each layer instead of replaying a graph;
     ``cuda_path`` is "auto" (a LeNet-sized chain of layers runs as one fused kernel
@@ -67,6 +74,8 @@ class Engine:
         *,
         arch: Optional[str] = None,
         input_scale: Optional[float] = None,
+        mean: Union[float, Sequence[float], None] = None,
+        std: Union[float, Sequence[float], None] = None,
         allow_tf32: bool = False,
         cuda_graphs: bool = True,
         cpu_kernels: str = "auto",
@@ -78,9 +87,11 @@ class Engine:
             threads = default_threads()
         if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= 1024:
             raise InputError(f"threads must be an integer in [1, 1024], got {threads!r}")
-        if input_scale is not None and not (isinstance(input_scale, (int, float)) and np.isfinite(input_scale)):
-            raise InputError(f"input_scale must be a finite number, got {input_scale!r}")
-        self.input_scale = float(input_scale) if input_scale is not None else self.model.input_scale
+        image = self.model.image_shape
+        self.preprocessing = preprocess.resolve(
+            input_scale, mean, std, self.model.preprocessing, image[2] if image else None
+        )
+        self.input_scale = self.preprocessing.scale
         self.device = resolve_device(device)
         if not isinstance(cpu_kernels, str):
             raise InputError(f"cpu_kernels must be a string, got {cpu_kernels!r}")
@@ -95,6 +106,8 @@ class Engine:
             "device": device,
             "threads": threads_asked,
             "input_scale": self.input_scale,
+            "mean": self.preprocessing.mean,
+            "std": self.preprocessing.std,
             "allow_tf32": allow_tf32,
             "cuda_graphs": cuda_graphs,
             "cpu_kernels": cpu_kernels,
@@ -111,7 +124,7 @@ class Engine:
         shape = self.model.image_shape
         # Rows (n, h, w, c) go to the network as they are in memory unless the model holds
         # several channels first.
-        self._transpose_rows = shape is not None and shape[2] > 1 and self.model.channels_first
+        self._transpose_rows = shape is not None and shape[2] > 1 and self.model.images_channels_first
         self._scale32 = np.float32(self.input_scale)
         self._image_shape: Optional[tuple] = None  # image_shape, once checked
         self._threads = self._executor.threads
@@ -181,45 +194,7 @@ class Engine:
         algorithm's numbers were checked against IMPLICIT_GEMM), ``fused`` with ``fusion``
         saying why or why not, ``workspace_bytes``). Plans are made by calls: when none was made yet,
         one call on a batch of zeros makes the batch-1 plan."""
-        plans = self._executor.describe()
-        if not plans:
-            self._executor.run(np.zeros((1,) + tuple(self.model.input_shape[1:]), np.float32))
-            plans = self._executor.describe()
-        rows = self.model.network.steps()
-        out = {
-            "device": self.device,
-            "description": self._executor.description,
-            "tf32": self._options["tf32"],
-            "graphs": self._options["graphs"],
-            "plans": [],
-            "steps": [],
-        }
-        for plan in plans:
-            stream = plan["stream"]
-            out["plans"].append(
-                {
-                    "capacity": plan["capacity"],
-                    "execution": stream.get("execution"),
-                    "why": stream.get("why", ""),
-                    "kernels": "network" if plan["whole_network"] else "steps",
-                    "kernels_why": plan["why"],
-                }
-            )
-            for kernel in plan["kernels"]:
-                first, last = kernel.pop("steps")
-                out["steps"].append(
-                    {
-                        "op": "+".join(rows[i][0] for i in range(first, last + 1)),
-                        "layers": ", ".join(rows[i][1] for i in range(first, last + 1)),
-                        "capacity": plan["capacity"],
-                        "algorithm": kernel.pop("algorithm", None),
-                        "fused": kernel.pop("fused", None),
-                        "fusion": kernel.pop("fusion", ""),
-                        "workspace_bytes": kernel.pop("workspace_bytes", None),
-                        **kernel,
-                    }
-                )
-        return out
+        return describe_plans(self._executor, self.model, self.device, self._options)
 
     @property
     def input_shape(self) -> tuple:
@@ -227,9 +202,10 @@ class Engine:
         return self.model.input_shape
 
     def save(self, path: Union[str, os.PathLike]) -> None:
-        """Writes the model, with this engine's ``input_scale``, as a .lenet file: what the
-        C++ API loads (docs/cpp.md) and ``Engine(path)`` reads back (``Model.save``)."""
-        self.model.save(path, self.input_scale)
+        """Writes the model, with this engine's pixel preprocessing, as a .lenet file: what
+        the C++ API loads (docs/cpp.md) and ``Engine(path)`` reads back (``Model.save``;
+        UnsupportedModelError for preprocessing the format cannot hold)."""
+        self.model.save(path, self.preprocessing)
 
     @property
     def output_shape(self) -> tuple:
@@ -442,24 +418,23 @@ class Engine:
         same float32 values). Rows of several chunks may be concatenated first (the
         server's batches)."""
         n = len(rows)
-        if self._transpose_rows:  # a channels_first model of several channels: (n, c, h, w)
-            rows = rows.transpose(0, 3, 1, 2)
-        if rows.dtype == np.uint8:
+        if rows.dtype == np.uint8 and self.preprocessing.plain:
+            if self._transpose_rows:  # a channels_first model of several channels: (n, c, h, w)
+                rows = rows.transpose(0, 3, 1, 2)
             return self._executor.pixel_probabilities(
                 np.ascontiguousarray(rows).reshape((n,) + self._input_rest), self._scale32
             )
         return self._executor.probabilities(self._scaled(rows))
 
     def model_input(self, rows: np.ndarray) -> np.ndarray:
-        """Prepared rows (pixels 0..255) as the array ``predict`` takes: float32, scaled by
-        ``input_scale``, in the model's input shape."""
-        if self._transpose_rows:
-            rows = rows.transpose(0, 3, 1, 2)
+        """Prepared rows (pixels 0..255) as the array ``predict`` takes: float32, prepared
+        as ``preprocessing`` says, in the model's input shape."""
         return self._scaled(rows)
 
     def _scaled(self, rows: np.ndarray) -> np.ndarray:
-        x = np.array(rows, dtype=np.float32, order="C")
-        x *= self._scale32
+        x = self.preprocessing.apply(rows)  # per channel: the rows' last axis
+        if self._transpose_rows:  # a channels_first model of several channels: (n, c, h, w)
+            x = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
         return x.reshape((len(x),) + self._input_rest)
 
     def answer(self, prepared: Prepared, inputs: Optional[int] = None) -> list[Union[Result, InputError]]:
@@ -504,12 +479,17 @@ _default_engines: dict = {}
 _default_lock = threading.Lock()
 
 
-def _default_engine(weights: Union[str, os.PathLike, None], device: str, threads: Optional[int]) -> Engine:
-    key = (os.fspath(weights) if weights is not None else None, device, threads)
+def _default_engine(
+    weights: Union[str, os.PathLike, None], device: str, threads: Optional[int], **preprocessing: Any
+) -> Engine:
+    """The engine of the module-level functions for these options, made on first use.
+    ``preprocessing``: input_scale, mean, std (None: the file's)."""
+    asked = tuple((k, v if v is None or np.isscalar(v) else tuple(v)) for k, v in sorted(preprocessing.items()))
+    key = (os.fspath(weights) if weights is not None else None, device, threads, asked)
     with _default_lock:
         engine = _default_engines.get(key)
         if engine is None:
-            engine = _default_engines[key] = Engine(weights, device=device, threads=threads)
+            engine = _default_engines[key] = Engine(weights, device=device, threads=threads, **preprocessing)
     return engine
 
 
@@ -522,6 +502,9 @@ def infer(
     device: str = ...,
     threads: Optional[int] = ...,
     channel_order: str = ...,
+    input_scale: Optional[float] = ...,
+    mean: Union[float, Sequence[float], None] = ...,
+    std: Union[float, Sequence[float], None] = ...,
 ) -> Result: ...
 
 
@@ -534,6 +517,9 @@ def infer(
     device: str = ...,
     threads: Optional[int] = ...,
     channel_order: str = ...,
+    input_scale: Optional[float] = ...,
+    mean: Union[float, Sequence[float], None] = ...,
+    std: Union[float, Sequence[float], None] = ...,
 ) -> list[Result]: ...
 
 
@@ -546,6 +532,9 @@ def infer(
     device: str = ...,
     threads: Optional[int] = ...,
     channel_order: str = ...,
+    input_scale: Optional[float] = ...,
+    mean: Union[float, Sequence[float], None] = ...,
+    std: Union[float, Sequence[float], None] = ...,
 ) -> Union[Result, list[Result]]: ...
 
 
@@ -557,11 +546,16 @@ def infer(
     device: str = "auto",
     threads: Optional[int] = None,
     channel_order: str = "rgb",
+    input_scale: Optional[float] = None,
+    mean: Union[float, Sequence[float], None] = None,
+    std: Union[float, Sequence[float], None] = None,
 ) -> Union[Result, list[Result]]:
     """Classifies images with the shipped default model (or ``weights``) on the best
-    available device (see ``Engine.infer`` for ``mode`` and ``channel_order``). The
-    Engine is built on first use and reused."""
-    return _default_engine(weights, device, threads).infer(images, mode, channel_order=channel_order)
+    available device (see ``Engine.infer`` for ``mode`` and ``channel_order``, ``Engine``
+    for ``input_scale``, ``mean`` and ``std``: how the model's author prepared its pixels).
+    The Engine is built on first use and reused."""
+    prep = {"input_scale": input_scale, "mean": mean, "std": std}
+    return _default_engine(weights, device, threads, **prep).infer(images, mode, channel_order=channel_order)
 
 
 def infer_iter(
@@ -574,11 +568,15 @@ def infer_iter(
     device: str = "auto",
     threads: Optional[int] = None,
     channel_order: str = "rgb",
+    input_scale: Optional[float] = None,
+    mean: Union[float, Sequence[float], None] = None,
+    std: Union[float, Sequence[float], None] = None,
 ) -> Iterator[Union[Result, InputError]]:
     """``Engine.infer_iter`` on the engine ``infer`` uses (the shipped default model, or
     ``weights``, on the best available device): yields a Result (or an InputError in
     its place) per input, in input order, reading ahead in bounded memory."""
-    return _default_engine(weights, device, threads).infer_iter(
+    prep = {"input_scale": input_scale, "mean": mean, "std": std}
+    return _default_engine(weights, device, threads, **prep).infer_iter(
         inputs, batch_size=batch_size, mode=mode, errors=errors, channel_order=channel_order
     )
 

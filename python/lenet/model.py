@@ -8,7 +8,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from ._native import _core
+from .errors import UnsupportedModelError
 from .keras import SHIPPED_MODELS, read_model, shipped_weights
+from .preprocess import Preprocessing
 from .spec import ModelSpec
 
 DEFAULT_MODEL = "lenet5"
@@ -65,6 +67,12 @@ class Model:
         return bool(self._network.channels_first)
 
     @property
+    def images_channels_first(self) -> bool:
+        """Whether the model takes images as (channels, height, width): a channels_first
+        model, unless it is an ONNX file whose input is NHWC (transposed in the graph)."""
+        return self.channels_first and self.spec.extra.get("input_layout") != "nhwc"
+
+    @property
     def classes(self) -> int:
         """Values per image in the output."""
         return int(self._network.output_size)
@@ -77,22 +85,48 @@ class Model:
     @property
     def input_scale(self) -> float:
         """The factor applied to 0..255 pixels before the network: the file's
-        ``lenet_input_scale``, 1.0 when the model starts with a Rescaling or
-        Normalization layer, else 1/255."""
+        ``lenet_input_scale``, 1.0 when a Keras model starts with a Rescaling or
+        Normalization layer, else 1/255 (an ONNX graph that normalizes its input does so
+        to tensors of 0..1, as torchvision's ToTensor makes them)."""
         if self.spec.input_scale is not None:
             return float(self.spec.input_scale)
-        if any(l.kind in ("rescaling", "normalization") and list(l.inputs) == [-1] for l in self.spec.layers):
+        if self.spec.extra.get("format") != "onnx" and any(
+            l.kind in ("rescaling", "normalization") and list(l.inputs) == [-1] for l in self.spec.layers
+        ):
             return 1.0
         return DEFAULT_INPUT_SCALE
 
-    def save(self, path: Union[str, os.PathLike], input_scale: Optional[float] = None) -> None:
+    def save(self, path: Union[str, os.PathLike], preprocessing: Optional[Preprocessing] = None) -> None:
         """Writes the model as lenet's own file (.lenet): its checked layer records and
-        weights, input shape, pixel scale (``input_scale`` or this model's) and name, in the
-        versioned format the C++ API loads (``lenet::Engine``, docs/cpp.md) and ``load``
-        reads back, to the bit. Written to a temporary file beside ``path``, then renamed."""
-        scale = self.input_scale if input_scale is None else float(input_scale)
+        weights, input shape, pixel scale (``preprocessing``'s or this model's) and name, in
+        the versioned format the C++ API loads (``lenet::Engine``, docs/cpp.md) and ``load``
+        reads back, to the bit. Written to a temporary file beside ``path``, then renamed.
+
+        The format holds a pixel scale only: a model whose pixels are also normalized
+        (a mean and standard deviation) or whose images are NHWC in an NCHW graph is
+        refused rather than written without them (its file would feed it other inputs)."""
+        prep = self.preprocessing if preprocessing is None else preprocessing
+        if not prep.plain or self.spec.extra.get("input_layout") == "nhwc":
+            what = (
+                f"its pixels are normalized ({prep})"
+                if not prep.plain
+                else "its images are NHWC while its graph is NCHW (a Transpose after the input)"
+            )
+            raise UnsupportedModelError(
+                f"{self.source}: cannot be saved as a .lenet file: {what}, and lenet's own file "
+                "records a pixel scale only; run this model from its own file"
+            )
         _core.write_model_file(
-            os.fspath(path), self.spec.layers, list(self.spec.input_shape), scale, self.spec.name, self.source
+            os.fspath(path), self.spec.layers, list(self.spec.input_shape), prep.scale, self.spec.name, self.source
+        )
+
+    @property
+    def preprocessing(self) -> Preprocessing:
+        """How the file says its images' pixels are prepared: ``input_scale``, and the mean
+        and standard deviation an ONNX file records in its metadata (``lenet_mean``,
+        ``lenet_std``; 0 and 1 when it does not). ``Engine(mean=, std=)`` overrides them."""
+        return Preprocessing(
+            self.input_scale, tuple(self.spec.extra.get("mean", (0.0,))), tuple(self.spec.extra.get("std", (1.0,)))
         )
 
     def summary(self, print_fn: Optional[Callable[[str], Any]] = None) -> None:
@@ -107,7 +141,7 @@ class Model:
         lines = [
             f"Model {self.spec.name or '?'} from {self.source}",
             f"input {self.input_shape}{', channels_first' if self.channels_first else ''}, "
-            f"pixels x {self.input_scale:g}",
+            f"pixels: {self.preprocessing}",
         ]
         width = max([len(f"{n} ({c})") for n, c, _, _ in rows] + [10])
         lines.append(f"{'layer':<{width}}  {'output shape':<20}{'params':>10}")
@@ -118,11 +152,10 @@ class Model:
         if kind != "softmax" and len(self.output_shape) == 2:
             lines.append(
                 "outputs: "
-                + (
-                    "sigmoids; probabilities are them divided by their sum"
-                    if kind == "sigmoid"
-                    else "scores (logits); probabilities are their softmax"
-                )
+                + {
+                    "sigmoid": "sigmoids; probabilities are them divided by their sum",
+                    "log_softmax": "log-probabilities (log_softmax); probabilities are their exponentials",
+                }.get(kind, "scores (logits); probabilities are their softmax")
             )
         return "\n".join(lines)
 
@@ -134,6 +167,8 @@ def _image_shape(spec: ModelSpec, network: Any) -> Optional[tuple[int, int, int]
     """What image the model's input holds: an image input as it is; (h, w) as one
     channel; a flat input reshaped into an image by its first layer, or square."""
     shape = tuple(network.input_shape)
+    if len(shape) == 3 and spec.extra.get("input_layout") == "nhwc":  # an ONNX file of Keras' layout
+        return shape
     if len(shape) == 3:
         return (shape[1], shape[2], shape[0]) if network.channels_first else shape
     if len(shape) == 2:

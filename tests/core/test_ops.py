@@ -587,7 +587,26 @@ ACTIVATION_CASES = [
 
 
 def test_every_activation_is_tested():
-    assert {a for a, _ in ACTIVATION_CASES} | {"linear", "softmax"} == set(_core.activations())
+    assert {a for a, _ in ACTIVATION_CASES} | {"linear", "softmax", "log_softmax"} == set(_core.activations())
+
+
+@pytest.mark.parametrize("name", [a for a in _core.activations() if a not in ("softmax", "log_softmax")])
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 1.0, -0.5])
+def test_every_activation_declares_its_monotonicity_truly(name, alpha):
+    """LENET_ACTIVATIONS' column (no default: a new activation must say), checked on a grid:
+    one said to never decrease does not (the conv + max pool fusion pools first for it),
+    and one said to decrease somewhere does (hard_swish with slope 0 is x / 2)."""
+    if name == "linear":  # the identity: a network of it alone computes nothing
+        assert _core.activation_monotonic(name, alpha)
+        return
+    x = np.linspace(-8, 8, 4001, dtype=np.float32)[None]
+    params = {"alpha": alpha, "beta": 0.5} if name in ("hard_sigmoid", "hard_swish") else {"alpha": alpha}
+    y = run([layer("activation", activation=name, **params)], x).reshape(-1)
+    falls = bool(np.any(np.diff(y.astype(np.float64)) < -1e-6))
+    if _core.activation_monotonic(name, alpha):
+        assert not falls, f"{name}(alpha={alpha}) is declared monotonic and decreases"
+    elif not (name == "hard_swish" and alpha == 0):
+        assert falls, f"{name}(alpha={alpha}) is declared non-monotonic and never decreases"
 
 
 @pytest.mark.parametrize("kernels", KERNELS)

@@ -57,6 +57,25 @@ def test_engine_input_scale_is_what_is_saved(tmp_path):
     assert lenet.Engine(tmp_path / "m.lenet", device="cpu", threads=1).input_scale == 0.5
 
 
+@pytest.mark.parametrize(
+    "source, options, why",
+    [
+        ("lenet5", {"mean": 0.1307, "std": 0.3081}, "its pixels are normalized"),
+        (ONNX / "normalized_half_recorded.onnx", {}, "its pixels are normalized"),
+        (ONNX / "tf2onnx_nhwc.onnx", {}, "its images are NHWC"),
+    ],
+    ids=["asked", "recorded", "nhwc"],
+)
+def test_what_the_file_cannot_record_is_refused_not_dropped(source, options, why, tmp_path):
+    """A .lenet file holds a pixel scale only: a model fed normalized pixels, or NHWC images
+    into an NCHW graph, would be fed other inputs from it; saving it is refused, nothing written."""
+    engine = lenet.Engine(source, device="cpu", threads=1, **options)
+    with pytest.raises(lenet.UnsupportedModelError, match=why) as info:
+        engine.save(tmp_path / "m.lenet")
+    assert "cannot be saved as a .lenet file" in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_infer_on_a_saved_model(saved):
     digit = TESTS.parent / "examples" / "digit-7.png"
     assert lenet.Engine(saved, device="cpu", threads=1).infer(digit).digit == 7

@@ -57,7 +57,7 @@ Cases (see CASES for the list; k2 = also built with tf_keras):
   bn_after_pool (epsilon 0.01, momentum 0.9), bn_branch (BN input also feeds a 1x1 conv),
   bn_trained (BN after activations, epsilon 1e-5, statistics measured on MNIST as training
   leaves them, |mean| / std in the hundreds: what folding a BN costs in float32).
-- Heads: head_sigmoid, head_relu, head_activation_softmax, head_softmax_layer (and
+- Heads: head_sigmoid, head_relu, head_log_softmax, head_activation_softmax, head_softmax_layer (and
   mlp784_logits / lenet logits elsewhere).
 - Preprocessing: rescale_cnn, rescale_offset (1/127.5, -1), norm_adapted (adapted, per
   channel), norm_adapted_flat (axis=None on 784), norm_const (mean=/variance= given),
@@ -1293,6 +1293,13 @@ _SPECS: list[_Case] = [
     # 4. Output heads
     _Case("head_sigmoid", "final Dense(10, sigmoid)", _p(_b_head, "sigmoid")),
     _Case("head_relu", "final Dense(10, relu)", _p(_b_head, "relu"), forms3=("h5", "weights.h5")),
+    _Case(
+        "head_log_softmax",
+        "final Dense(10, log_softmax): Keras 3's activation (tf_keras has none)",
+        _p(_b_head, "log_softmax"),
+        k2=False,
+        forms3=("h5", "keras"),
+    ),
     _Case(
         "head_activation_softmax",
         "final Dense(10) -> Activation('softmax')",

@@ -409,7 +409,7 @@ def test_duplicate_names_in_sequential_still_load_by_order(fixtures, tmp_path): 
         5,
         None,
         {"class_name": "PReLU", "config": {}},
-        {"module": "keras.activations", "class_name": "function", "config": "log_softmax"},
+        {"module": "keras.activations", "class_name": "function", "config": "sparsemax"},
     ],
 )
 def test_unknown_activations(fixtures, tmp_path, act):  # noqa: F811

@@ -815,9 +815,9 @@ def seq(*layers, shape=(28, 28, 1)):
         ),
         (lambda: seq(L.Reshape((28, 28)), L.LSTM(4, name="lstm"), L.Dense(2)), "lstm", "LSTM"),
         (
-            lambda: seq(L.Flatten(), L.Dense(3, name="d"), L.Activation("log_softmax", name="act")),
+            lambda: seq(L.Flatten(), L.Dense(3, name="d"), L.Activation("sparsemax", name="act")),
             "act",
-            "'log_softmax'",
+            "'sparsemax'",
         ),
         (lambda: seq(L.Flatten(), L.Dense(3, name="d"), L.Softmax(axis=0, name="sm")), "sm", "batch axis"),
         (lambda: seq(L.Conv2D(2, 3, name="c"), L.Softmax(axis=1, name="sm")), "sm", "channel axis"),

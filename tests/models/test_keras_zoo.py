@@ -67,6 +67,8 @@ def distribution(y, kind):
     y = np.asarray(y, dtype=np.float64)
     if kind == "softmax":
         return y.astype(np.float32)
+    if kind == "log_softmax":
+        return np.exp(y).astype(np.float32)
     if kind == "sigmoid":
         return (y / y.sum(axis=1, keepdims=True)).astype(np.float32)
     return softmax(y)

@@ -38,6 +38,7 @@ import warnings
 from pathlib import Path
 from typing import Iterator, Optional
 
+from .. import preprocess
 from .inputs import Inputs, progress_bar
 from .output import DebugWriter, Output, print_number
 
@@ -97,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="write the 28x28 image the network received, per input (with --digits, per digit)",
     )
+    preprocess.add_arguments(p)
     p.add_argument("--top-k", type=int, default=1, metavar="K", help="also show the K most probable digits")
     p.add_argument(
         "--unsure-below",
@@ -197,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always", RuntimeWarning)  # the CUDA fallback: one line, below
-            engine = lenet.Engine(args.weights, device=args.device, threads=args.threads, arch=args.arch)
+            engine = lenet.Engine(
+                args.weights, device=args.device, threads=args.threads, arch=args.arch, **preprocess.options(args)
+            )
     except lenet.Error as e:
         print(f"lenet-cli: error: {e}", file=sys.stderr)
         return 2

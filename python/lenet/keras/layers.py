@@ -114,6 +114,7 @@ _ACTIVATIONS: dict[str, tuple[str, dict]] = {
     "exponential": ("exponential", {}),
     "mish": ("mish", {}),
     "softmax": ("softmax", {}),
+    "log_softmax": ("log_softmax", {}),
     "leaky_relu": ("relu", {"alpha": 0.2}),
 }
 

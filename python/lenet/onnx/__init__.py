@@ -2,7 +2,8 @@
 
 ``graph`` reads the file with the ``onnx`` package (the ``onnx`` extra: ``pip install
 "lenet[onnx]"``), infers every shape with ONNX's own shape inference and lists the
-nodes the first output needs; ``ops`` turns each operator into records (one
+nodes the first output needs (and its metadata: how its pixels are prepared, when it
+records ``lenet_input_scale``, ``lenet_mean`` and ``lenet_std``); ``ops`` turns each operator into records (one
 converter per operator, ``ops.CONVERTERS``) and folds what depends on constants
 only. The first graph output is the model's (a second one, such as features beside
 the class scores, is left out). Opsets 7 to the onnx package's newest are read.
@@ -14,9 +15,10 @@ engine does not run; nothing else.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 
@@ -49,14 +51,42 @@ def read_model(path: PathLike) -> ModelSpec:
         raise ModelFileError(f"{where}: the model nests too deeply") from e
     except Exception as e:  # onnx, numpy: wrapped, never leaked raw
         raise ModelFileError(f"{where}: cannot read the ONNX model ({type(e).__name__}: {e})") from e
+    scale, mean, std = (_recorded(g, k, where) for k in ("lenet_input_scale", "lenet_mean", "lenet_std"))
+    if scale is not None and len(scale) != 1:
+        raise ModelFileError(f"{where}: metadata lenet_input_scale must be one number, got {scale}")
+    if std is not None and min(std) <= 0:
+        raise ModelFileError(f"{where}: metadata lenet_std must be above 0, got {std}")
+    preprocessing = {k: v for k, v in (("mean", mean), ("std", std)) if v is not None}
     return ModelSpec(
         layers=records,
         input_shape=input_shape,
-        input_scale=None,
+        input_scale=None if scale is None else scale[0],
         name=Path(where).stem,
         source=where,
-        extra={"format": "onnx", "opset": g.opset, "producer": g.producer, "output": g.output, "outputs": g.outputs},
+        extra={
+            "format": "onnx",
+            "opset": g.opset,
+            "producer": g.producer,
+            "output": g.output,
+            "outputs": g.outputs,
+            "batch_axis": ops.input_axes(g)[0],
+            "input_layout": ops.input_layout(g),
+            **preprocessing,
+        },
     )
+
+
+def _recorded(g: graph.Graph, key: str, where: str) -> Optional[tuple]:
+    """A preprocessing value the file records in its metadata: numbers separated by commas."""
+    if key not in g.metadata:
+        return None
+    try:
+        values = tuple(float(x) for x in g.metadata[key].split(","))
+    except ValueError:
+        values = ()
+    if not values or not all(math.isfinite(v) for v in values) or len(values) > 4:
+        raise ModelFileError(f"{where}: metadata {key} must be 1 to 4 finite numbers, got {g.metadata[key]!r}")
+    return values
 
 
 __all__ = ["looks_like_onnx", "read_model"]

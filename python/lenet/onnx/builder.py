@@ -10,7 +10,7 @@ import numpy as np
 
 from .._native import _core
 from ..errors import ModelFileError, UnsupportedModelError
-from .graph import Graph, Node
+from .graph import BATCH, Graph, Node
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,14 @@ class Builder:
         self.records: list = []
         self.vals: dict[str, Val] = {}
         self.consts: dict[str, np.ndarray] = dict(g.consts)
+        # A graph of one sample (its input has no batch axis): a batch axis its values get
+        # (a leading 1 a Reshape or Unsqueeze adds) is a concrete 1, not graph.BATCH.
+        self.no_batch = False
+
+    @property
+    def batch(self) -> int:
+        """The batch axis in folded shapes: graph.BATCH, or 1 in a graph of one sample."""
+        return 1 if self.no_batch else BATCH
 
     # ------------------------------------------------------------------ values
 

@@ -63,6 +63,7 @@ class Graph:
     consts: dict[str, np.ndarray] = field(default_factory=dict)
     shapes: dict[str, list] = field(default_factory=dict)  # value -> dims (None: unknown)
     producer: str = ""
+    metadata: dict = field(default_factory=dict)  # the model's metadata_props (bounded strings)
 
     def where_node(self, n: Node) -> str:
         return f"{self.where}: node '{n.name}' ({n.op})"
@@ -136,6 +137,7 @@ def read(path: Path, where: str) -> Graph:
         consts,
         shapes,
         f"{model.producer_name} {model.producer_version}".strip(),
+        {p.key[:256]: p.value[:4096] for p in list(model.metadata_props)[:256]},
     )
     return graph
 

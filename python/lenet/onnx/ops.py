@@ -58,16 +58,6 @@ def _window(b: Builder, n: Node, v: Val, kernel: Optional[tuple] = None) -> tupl
     return kernel, strides, dilations, same, pads
 
 
-def _tf_same(v: Val, kernel: tuple, strides: tuple) -> tuple:
-    """TensorFlow's 'same' pads of a window over v: (top, bottom, left, right)."""
-    out = []
-    for size, k, s in zip(v.shape[1:], kernel, strides):
-        o = -(-size // s)
-        total = max((o - 1) * s + k - size, 0)
-        out += [total // 2, total - total // 2]
-    return tuple(out)
-
-
 def conv(b: Builder, n: Node) -> None:
     v = b.val(n)
     image(b, n, v)
@@ -105,26 +95,21 @@ def pool(b: Builder, n: Node) -> None:
         b.fail(n, f"dilations {list(dilations)} are not supported")
     avg = n.op == "AveragePool"
     shape = b.need_shape(n, v)
-    if int(attr(n, "ceil_mode", 0)):
-        floor = tuple(
-            (s + p0 + p1 - k) // st + 1 for s, k, st, p0, p1 in zip(v.shape[1:], kernel, strides, pads[::2], pads[1::2])
-        )
-        if floor != tuple(shape[1:]):
-            b.fail(n, "ceil_mode=1 with a partial window at the end is not supported")
     include = avg and int(attr(n, "count_include_pad", 0))
-    if any(pads):
-        if include:  # the padding's zeros are averaged in: a zero padding, then a valid pool
-            v, pads = zero_pad(b, n, v, pads), (0, 0, 0, 0)
-        elif pads == _tf_same(v, kernel, strides):
-            same = True  # TensorFlow's 'same': padded cells ignored, as ONNX ignores them here
-        else:
-            b.fail(
-                n,
-                f"pads {list(attr(n, 'pads'))} other than TensorFlow's 'same' are not supported for "
-                f"{'max' if not avg else 'average'} pooling",
-            )
-    elif same and include:
+    if same and include:
         b.fail(n, "auto_pad SAME with count_include_pad=1 is not supported")
+    if include and any(pads):  # the padding's zeros are averaged in: a zero padding, then a pool
+        v, pads = zero_pad(b, n, v, pads), (0, 0, 0, 0)
+    if not same:
+        # ceil_mode's partial windows at the end: absent pixels after, as many as ONNX's output
+        # shape needs (pads are absent pixels too: max ignores them, average does not count them)
+        extra = [
+            max((o - 1) * st + k - (size + p0 + p1), 0)
+            for o, size, k, st, p0, p1 in zip(shape[1:], v.shape[1:], kernel, strides, pads[::2], pads[1::2])
+        ]
+        if any(extra) and not int(attr(n, "ceil_mode", 0)):
+            raise ModelFileError(f"{b.g.where_node(n)}: output {shape} does not follow from its input {v.shape}")
+        pads = (pads[0], pads[1] + extra[0], pads[2], pads[3] + extra[1])
     b.vals[n.outputs[0]] = b.emit(
         n,
         "avg_pool2d" if avg else "max_pool2d",
@@ -133,6 +118,7 @@ def pool(b: Builder, n: Node) -> None:
         kernel=kernel,
         strides=strides,
         same_padding=same,
+        pad=pads,
         data_format="channels_first",
     )
 
@@ -156,7 +142,14 @@ def _dense(b: Builder, n: Node, v: Val, kernel: np.ndarray, bias: Optional[np.nd
     if bias is not None:
         weights["bias"] = np.broadcast_to(bias.reshape(-1) if bias.size != 1 else bias.reshape(()), (kernel.shape[1],))
     return b.emit(
-        n, "dense", [v], (kernel.shape[1],), weights=weights, units=int(kernel.shape[1]), use_bias=bias is not None
+        n,
+        "dense",
+        [v],
+        (kernel.shape[1],),
+        v.batched,
+        weights=weights,
+        units=int(kernel.shape[1]),
+        use_bias=bias is not None,
     )
 
 
@@ -400,19 +393,47 @@ CONVERTERS: dict[str, Callable[[Builder, Node], None]] = {
 }
 
 
-def convert(g: Graph) -> tuple[list, tuple]:
-    """The records of g's output and the model's per-sample input shape."""
-    b = Builder(g)
-    dims = g.input_shape
+def input_axes(g: Graph) -> tuple[bool, tuple]:
+    """Whether the input has a batch axis, and its per-sample shape: (N, C, H, W) and
+    (N, features) have one; (N, H, W) when its first axis is not a fixed size (Keras'
+    Flatten(input_shape=(28, 28)) through tf2onnx, PyTorch's nn.Flatten first); a
+    fixed (C, H, W), (H, W) or (features,) is one sample, the graph's author running it
+    one at a time (the engine batches it)."""
+    dims = list(g.input_shape)
     if len(dims) not in (1, 2, 3, 4):
         raise UnsupportedModelError(
             f"{g.where}: input '{g.input}' of rank {len(dims)} is not supported "
-            "((N, C, H, W), (N, features), or the same without the batch axis)"
+            "((N, C, H, W), (N, H, W), (N, features), or (C, H, W), (features,) without a batch axis)"
         )
-    batched = len(dims) in (2, 4)
+    batched = len(dims) in (2, 4) or (len(dims) == 3 and dims[0] is None)
     per = tuple(dims[1:] if batched else dims)
-    if any(d is None for d in per):
-        raise UnsupportedModelError(f"{g.where}: input '{g.input}' has unknown dimensions {dims}")
+    unknown = [i + batched for i, d in enumerate(per) if d is None]
+    if unknown:
+        shown = ", ".join(("N" if batched and i == 0 else "?" if d is None else str(d)) for i, d in enumerate(dims))
+        raise UnsupportedModelError(
+            f"{g.where}: input '{g.input}' of shape [{shown}]: its axis {', '.join(map(str, unknown))} "
+            f"({'its size' if len(unknown) == 1 else 'their sizes'} is not fixed in the file) must have a fixed "
+            "size; only the batch axis may vary. Export the model with a fixed image size"
+        )
+    return batched, per
+
+
+def input_layout(g: Graph) -> str:
+    """'nhwc' for a 4-D input every reader of which transposes it to NCHW first (tf2onnx and
+    keras2onnx write Keras' channels_last models so): images go in as they are in memory."""
+    if len(g.input_shape) != 4:
+        return ""
+    readers = [n for n in g.nodes if g.input in n.inputs]
+    if readers and all(n.op == "Transpose" and ints(attr(n, "perm", [])) == [0, 3, 1, 2] for n in readers):
+        return "nhwc"
+    return ""
+
+
+def convert(g: Graph) -> tuple[list, tuple]:
+    """The records of g's output and the model's per-sample input shape."""
+    b = Builder(g)
+    batched, per = input_axes(g)
+    b.no_batch = not batched
     b.vals[g.input] = Val(-1, per, batched)
     nodes = fuse_gelu(g.nodes, g.consts)
     for n in nodes:

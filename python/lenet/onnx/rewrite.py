@@ -27,7 +27,7 @@ def fold(b: Builder, n: Node) -> bool:
         b.fail(n, f"a Constant of kind {sorted(n.attrs)} is not supported")
     if n.op == "Shape" and n.inputs[0] in b.vals:
         v = b.vals[n.inputs[0]]
-        whole = ((BATCH,) if v.batched else ()) + v.shape
+        whole = ((b.batch,) if v.batched else ()) + v.shape
         start, end = int(attr(n, "start", 0)), attr(n, "end", None)
         b.consts[n.outputs[0]] = np.asarray(whole, np.int64)[start : None if end is None else int(end)]
         return True

@@ -21,7 +21,11 @@ def identity(b: Builder, n: Node) -> None:
 
 def _reshaped(b: Builder, n: Node, v: Val, full: tuple) -> None:
     """v reshaped to the ONNX shape ``full`` (C order, as ONNX reshapes)."""
-    if v.batched:
+    if b.no_batch:  # one sample: a leading 1 is where a batch axis is, if there is one
+        full = tuple(1 if d in (None, BATCH) else d for d in full)
+        batched = len(full) >= 2 and full[0] == 1
+        per = tuple(full[1:]) if batched else tuple(full)
+    elif v.batched:
         fixed = b.g.input_shape[0] if b.g.input_shape else None  # a fixed-batch export's N
         if not full or (full[0] not in (None, BATCH) and full[0] != fixed):
             b.fail(n, f"a reshape to {full} that moves the batch axis is not supported")
@@ -51,16 +55,16 @@ def reshape(b: Builder, n: Node) -> None:
     """Reshape, Flatten, Squeeze, Unsqueeze of a computed value: its ONNX output shape (the
     batch axis as BATCH) from the constant operands, else from ONNX's shape inference."""
     v = b.val(n)
-    whole = ((BATCH,) if v.batched else ()) + v.shape
+    whole = ((b.batch,) if v.batched else ()) + v.shape
     full = _full_shape(b, n)
     if n.op == "Reshape" and b.is_const(n.inputs[1]):
         full = _resolve_reshape(b, n, v, ints(b.const(n, 1)))
     elif n.op == "Flatten":
         axis = int(attr(n, "axis", 1))
         axis = axis + len(whole) if axis < 0 else axis
-        if v.batched and axis != 1:
+        if v.batched and axis != 1 and not b.no_batch:
             b.fail(n, f"Flatten at axis {attr(n, 'axis')} (not right after the batch axis) is not supported")
-        full = (BATCH if v.batched else math.prod(whole[:axis]), math.prod(whole[axis:]))
+        full = (BATCH if v.batched and not b.no_batch else math.prod(whole[:axis]), math.prod(whole[axis:]))
     elif n.op in ("Squeeze", "Unsqueeze"):
         if b.g.opset < 13:
             axes = ints(attr(n, "axes", []))
@@ -88,7 +92,7 @@ def reshape(b: Builder, n: Node) -> None:
 
 
 def _resolve_reshape(b: Builder, n: Node, v: Val, target: list[int]) -> tuple:
-    whole = ((BATCH,) if v.batched else ()) + v.shape
+    whole = ((b.batch,) if v.batched else ()) + v.shape
     out = []
     for i, t in enumerate(target):
         if t == 0 and not int(attr(n, "allowzero", 0)):
@@ -106,7 +110,7 @@ def _resolve_reshape(b: Builder, n: Node, v: Val, target: list[int]) -> tuple:
         if out[0] != BATCH or out.count(BATCH) > 1:
             b.fail(n, f"a reshape to {target} that moves the batch axis is not supported")
         return (None,) + tuple(rest if d == -1 else d for d in out[1:])
-    if v.batched and out and out[0] == -1:
+    if v.batched and out and out[0] == -1 and not b.no_batch:
         # (-1, k): the batch axis inferred (a fixed-batch export)
         return (None,) + tuple(out[1:])
     return tuple(rest if d == -1 else d for d in out)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .. import preprocess
+
 SWITCH_INTERVAL = 0.0005  # seconds (Python's default: 0.005)
 
 
@@ -20,6 +22,7 @@ def main(argv=None) -> int:
         default=None,
         help="engine threads (default: the CPUs available less one, which the event loop keeps)",
     )
+    preprocess.add_arguments(p)
     p.add_argument("--max-batch", type=int, default=256, help="images per engine call at most (default 256)")
     p.add_argument(
         "--max-delay-us",
@@ -43,7 +46,10 @@ def main(argv=None) -> int:
 
     try:
         engine = lenet.Engine(
-            args.weights, device=args.device, threads=engine_threads() if args.threads is None else args.threads
+            args.weights,
+            device=args.device,
+            threads=engine_threads() if args.threads is None else args.threads,
+            **preprocess.options(args),
         )
         options = Options(
             max_batch=args.max_batch,
