@@ -439,6 +439,7 @@ def test_gpu_rows_are_compared_with_the_other_gpu_engines():
     assert cpu["best_other_b1"] == "onnxruntime" and cpu["fraction_of_fma_floor"] == pytest.approx(0.2)
 
 
+@pytest.mark.slow  # writes 2,000 PNGs and 20 photos, each contender in a fresh process
 def test_files_scenario_runs_every_contender(tmp_path):
     """lenet-bench files, tiny: every contender classifies every file, each in its own
     process; the limit and the table come out. No speed is asserted."""

@@ -456,6 +456,7 @@ def test_ruled_lines_are_found_and_crossings_kept():
     assert images.rules.ruled_lines(seven, 0.15) is None
 
 
+@pytest.mark.slow  # generates and reads hundreds of photo-like images: a minute or more
 def test_digits_on_ruled_and_squared_paper(engine, mnist_test):
     """Digits on ruled or squared paper (photo_fixtures.ruling: blue, gray or dark
     lines, tilted, a margin line): the lines are taken out before the digit is found.
@@ -666,6 +667,7 @@ def test_photo_mode_on_mnist_digits_themselves(engine, mnist_test):
     assert small >= plain - 0.01 and big >= plain - 0.015
 
 
+@pytest.mark.slow  # generates and reads hundreds of photo-like images: a minute or more
 def test_single_digit_photos(engine, mnist_test):
     """1,000 photo-like images of single MNIST test digits (photo_fixtures): the
     photo path reads at least 97%; the plain resize is reported beside it."""
@@ -691,6 +693,7 @@ def test_single_digit_photos(engine, mnist_test):
     assert np.mean(got == truth) >= 0.97
 
 
+@pytest.mark.slow  # generates and reads hundreds of photo-like images: a minute or more
 def test_numbers(engine, mnist_test):
     """Rows of 2 to 6 MNIST test digits (a few touching): at least 90% read whole."""
     images, labels = mnist_test
