@@ -288,10 +288,17 @@ ROUND3_KINDS = {
 }
 ROUND3_NUMBER_KINDS = {
     "number-round-four": dict(
-        ink="ballpoint-black", width=(0.06, 0.1), strength=(0.7, 1.0), use=["4-round", "4-round-high", "4-round-flush", "9"]
+        ink="ballpoint-black",
+        width=(0.06, 0.1),
+        strength=(0.7, 1.0),
+        use=["4-round", "4-round-high", "4-round-flush", "9"],
     ),
     "number-retraced-four": dict(
-        ink="ballpoint-blue", width=(0.05, 0.09), strength=(0.6, 0.95), retrace=True, use=["4-closed", "4-round", "4-triangle"]
+        ink="ballpoint-blue",
+        width=(0.05, 0.09),
+        strength=(0.6, 0.95),
+        retrace=True,
+        use=["4-closed", "4-round", "4-triangle"],
     ),
 }
 SUPERSAMPLE = 4
