@@ -131,8 +131,10 @@ def test_predict_proba_matches_infer(engine, digits):
 def test_module_level_infer_reuses_engine(digits):
     # The default model's engine (other tests of the process may have made engines of other
     # weights or options): one, made by the first call, and the very one the second call uses.
-    def defaults():
-        return [k for k in lenet.engine._default_engines if k[:3] == (None, "cpu", None)]
+    def defaults():  # key: (weights, device, threads, the preprocessing asked for)
+        return [
+            k for k in lenet.engine._default_engines if k[:3] == (None, "cpu", None) and all(v is None for _, v in k[3])
+        ]
 
     r1 = lenet.infer(digits[0][0], device="cpu")
     (key,) = defaults()

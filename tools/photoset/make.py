@@ -163,6 +163,12 @@ STYLE_GLYPHS = {
     "9-straight-long": [
         [(0.85, 0.22), (0.5, 0.0), (0.15, 0.12), (0.15, 0.38), (0.5, 0.48), (0.85, 0.3), (0.85, 0.22), (0.85, 1.0)]
     ],
+    # Issue 45: closed 4s with a rounded top (up the stem, over, down the left and along
+    # the bar; a 9 whose loop has a flat bottom), the bar past the stem or at it.
+    "4-round": [[(0.7, 1.0), (0.7, 0.12), (0.52, 0.0), (0.28, 0.08), (0.1, 0.45), (0.08, 0.62), (0.95, 0.62)]],
+    "4-round-high": [[(0.68, 1.0), (0.7, 0.1), (0.5, 0.0), (0.22, 0.12), (0.12, 0.4), (0.2, 0.55), (0.9, 0.55)]],
+    "4-round-flush": [[(0.72, 1.0), (0.72, 0.1), (0.5, 0.0), (0.25, 0.1), (0.1, 0.42), (0.12, 0.62), (0.8, 0.62)]],
+    "4-round-two": [[(0.65, 0.0), (0.3, 0.06), (0.1, 0.4), (0.1, 0.62), (0.92, 0.62)], [(0.62, 0.02), (0.7, 1.0)]],
 }
 INKS = {
     "ballpoint-blue": (40, 55, 150),
@@ -252,25 +258,77 @@ STYLE_NUMBER_KINDS = {
         use=["2", "1"],
     ),
 }
+# Issue 45: the 4s a set of real photos still missed, and kinds for every way a 4 is
+# written (made after all the kinds above, so that those stay byte for byte):
+# closed 4s with a rounded top; a closed 4 gone over twice ("retrace": each stroke drawn
+# twice, apart and with a pen of another width: thick and uneven); 4s slanted hard
+# ("slant": the range of the x shift per unit of height, replacing the usual one);
+# numbers of each beside 9s.
+ROUND3_KINDS = {
+    "round-four": dict(
+        ink="ballpoint-black",
+        width=(0.05, 0.1),
+        strength=(0.7, 1.0),
+        glyphs=["4-round", "4-round-high", "4-round-flush", "4-round-two"],
+    ),
+    "retraced-four": dict(
+        ink="ballpoint-blue",
+        width=(0.05, 0.09),
+        strength=(0.6, 0.95),
+        retrace=True,
+        glyphs=["4-closed", "4-round", "4-triangle", "4-closed-flush", "4-round-high", "4-open"],
+    ),
+    "slanted-four": dict(
+        ink="gel-black",
+        width=(0.05, 0.1),
+        strength=(0.7, 1.0),
+        slant=(-0.5, -0.25),
+        glyphs=["4-open", "4-closed", "4-round", "4-triangle", "4-parallel"],
+    ),
+}
+ROUND3_NUMBER_KINDS = {
+    "number-round-four": dict(
+        ink="ballpoint-black",
+        width=(0.06, 0.1),
+        strength=(0.7, 1.0),
+        use=["4-round", "4-round-high", "4-round-flush", "9"],
+    ),
+    "number-retraced-four": dict(
+        ink="ballpoint-blue",
+        width=(0.05, 0.09),
+        strength=(0.6, 0.95),
+        retrace=True,
+        use=["4-closed", "4-round", "4-triangle"],
+    ),
+}
 SUPERSAMPLE = 4
 
 
-def glyph_alpha(name, height, width_frac, rng):
-    """Glyph `name` drawn as pen strokes `height` px tall: ink coverage in [0, 1]."""
+def glyph_alpha(name, height, width_frac, rng, retrace=False, slant=(-0.25, 0.1)):
+    """Glyph `name` drawn as pen strokes `height` px tall: ink coverage in [0, 1].
+    ``retrace``: every stroke drawn twice, a little apart, the second pass with a pen
+    of another width (a digit gone over again). ``slant``: the range of the x shift per
+    unit of height (handwriting leans right)."""
     strokes = GLYPHS[name] if name in GLYPHS else STYLE_GLYPHS[name]
-    slant = rng.uniform(-0.25, 0.1)  # x shift per unit of height (handwriting leans right)
+    if retrace:
+        strokes = [(s, 1.0) for s in strokes] + [(s, rng.uniform(0.6, 1.6)) for s in strokes]
+    else:
+        strokes = [(s, 1.0) for s in strokes]
+    slant = rng.uniform(*slant)
     aspect = rng.uniform(0.5, 0.75)
     angle = np.radians(rng.uniform(-6, 6))
     rot = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
     s = SUPERSAMPLE
     pen = max(1, round(width_frac * height * s))
-    pad = pen + 4
+    pad = 2 * pen + 4 if retrace else pen + 4
     side_h, side_w = round(height * s), round(height * aspect * s)
     canvas = np.zeros(
         (side_h + 2 * pad + round(0.4 * height * s), side_w + 2 * pad + round(0.4 * height * s)), np.uint8
     )
-    for stroke in strokes:
+    for stroke, pen_scale in strokes:
         p = np.array(stroke, np.float64) + rng.normal(0, 0.025, (len(stroke), 2))
+        if pen_scale != 1.0:  # the second pass: its own wobble, offset a little as a whole
+            p += rng.normal(0, 0.025, (len(stroke), 2)) + rng.normal(0, 0.035, 2)
         p[:, 0] = (p[:, 0] - 0.5) * aspect - slant * (p[:, 1] - 0.5)
         p[:, 1] -= 0.5
         p = p @ rot.T
@@ -280,7 +338,8 @@ def glyph_alpha(name, height, width_frac, rng):
             cut = np.stack([0.75 * a + 0.25 * b, 0.25 * a + 0.75 * b], 1).reshape(-1, 2)
             p = np.concatenate([p[:1], cut[1:-1], p[-1:]])
         xy = np.stack([p[:, 0] * height * s + canvas.shape[1] / 2, p[:, 1] * height * s + canvas.shape[0] / 2], 1)
-        cv2.polylines(canvas, [np.round(xy * 16).astype(np.int32)], False, 255, pen, cv2.LINE_AA, shift=4)
+        width = pen if pen_scale == 1.0 else max(1, round(pen * pen_scale))
+        cv2.polylines(canvas, [np.round(xy * 16).astype(np.int32)], False, 255, width, cv2.LINE_AA, shift=4)
     small = cv2.resize(canvas, (canvas.shape[1] // s, canvas.shape[0] // s), interpolation=cv2.INTER_AREA)
     return _crop(small.astype(np.float32) / 255)
 
@@ -423,6 +482,11 @@ def single(i, kind, spec, held, rng):
     return encode(photograph(alpha, rng, spec, (side, side), digit_height), rng, spec), label, source
 
 
+def _drawing(spec):
+    """glyph_alpha's drawing options that a kind sets (none for the kinds before issue 45)."""
+    return {k: spec[k] for k in ("retrace", "slant") if k in spec}
+
+
 def styled_single(i, kind, spec, held, rng):
     """A STYLE_KINDS image: its glyphs on odd images, a held-out MNIST digit of its
     class on even ones; a kind without glyphs is drawn as ``single``."""
@@ -437,7 +501,7 @@ def styled_single(i, kind, spec, held, rng):
     else:
         name = spec["glyphs"][(i // (2 if "mnist" in spec else 1)) % len(spec["glyphs"])]
         label, source = name.split("-")[0], f"glyph-{name}"
-        alpha = glyph_alpha(name, digit_height, width, rng)
+        alpha = glyph_alpha(name, digit_height, width, rng, **_drawing(spec))
     side = int(rng.integers(220, 300))
     return encode(photograph(alpha, rng, spec, (side, side), digit_height), rng, spec), label, source
 
@@ -452,7 +516,7 @@ def number(i, kind, spec, held, rng):
             name = spec["use"][int(rng.integers(len(spec["use"])))]
             label += name.split("-")[0]
             sources.append(name)
-            patches.append(glyph_alpha(name, digit_height * rng.uniform(0.92, 1.08), width, rng))
+            patches.append(glyph_alpha(name, digit_height * rng.uniform(0.92, 1.08), width, rng, **_drawing(spec)))
             continue
         if spec.get("open4") and j == 1 or (spec.get("two_strokes") and j % 2 == 0):
             d = "4" if spec.get("open4") or j % 4 == 0 else "5"
@@ -514,12 +578,14 @@ def main(argv=None):
     held = held_out_digits()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    # The issue-34 kinds come last, so that the images before them stay as they were.
+    # The issue-34 kinds, then issue 45's, come last, so that the images before them stay as they were.
     for kinds, make, count, prefix in (
         (KINDS, single, args.per_kind, "digit"),
         (NUMBER_KINDS, number, args.numbers_per_kind, "number"),
         (STYLE_KINDS, styled_single, args.per_kind, "digit"),
         (STYLE_NUMBER_KINDS, number, args.numbers_per_kind, "number"),
+        (ROUND3_KINDS, styled_single, args.per_kind, "digit"),
+        (ROUND3_NUMBER_KINDS, number, args.numbers_per_kind, "number"),
     ):
         for kind, spec in kinds.items():
             for i in range(count):

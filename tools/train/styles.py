@@ -77,6 +77,41 @@ def four_open(rng):
     return [first, [(s + _u(rng, -0.02, 0.04), _u(rng, 0.0, 0.3)), (s + _u(rng, -0.03, 0.03), 1.0)]]
 
 
+def four_round(rng):
+    """A closed 4 whose top is rounded (issue 45: read as 9 in real photos): up the stem,
+    over a round top, down the left side and along the bar; or the loop and bar first,
+    then the stem from the top."""
+    s, c = _u(rng, 0.6, 0.8), _u(rng, 0.55, 0.7)  # the bar lower than a 9's loop reaches
+    left = _u(rng, 0.0, 0.15)
+    bend = _u(rng, 0.05, 0.2)  # where the top turns from the stem
+    top = [
+        (s + _u(rng, -0.03, 0.03), bend),
+        (s - _u(rng, 0.12, 0.25), _u(rng, 0.0, 0.04)),
+        (left + _u(rng, 0.1, 0.25), _u(rng, 0.03, 0.12)),
+        (left + _u(rng, 0.0, 0.05), c * _u(rng, 0.5, 0.75)),
+        (left + _u(rng, 0.0, 0.08), c),
+        (_bar_end(rng, s), c + _u(rng, -0.04, 0.04)),
+    ]
+    if rng.random() < 0.6:
+        return [[(s + _u(rng, -0.03, 0.03), 1.0)] + top]
+    return [top[1:], [(s + _u(rng, -0.03, 0.03), top[1][1] + _u(rng, 0.0, 0.1)), (s + _u(rng, -0.03, 0.03), 1.0)]]
+
+
+def retraced(skeleton):
+    """A digit gone over twice: each stroke drawn again, a little apart (thick and
+    uneven, with gaps where the passes part)."""
+
+    def again(rng):
+        strokes = skeleton(rng)
+        shift = rng.normal(0, 0.03, 2)
+        return strokes + [
+            [(x + shift[0] + _u(rng, -0.02, 0.02), y + shift[1] + _u(rng, -0.02, 0.02)) for x, y in st]
+            for st in strokes
+        ]
+
+    return again
+
+
 def one_flag(rng, base=False):
     """A European 1: a long flag from the top down to the left, no base (or one)."""
     s = _u(rng, 0.5, 0.65)
@@ -144,6 +179,9 @@ def two(rng, loop=False):
 STYLES = {
     "4-closed": (4, four_closed, 190),
     "4-open": (4, four_open, 100),
+    # Issue 45: closed 4s with a rounded top, and closed 4s gone over twice.
+    "4-round": (4, four_round, 170),
+    "4-retraced": (4, lambda rng: retraced(four_round if rng.random() < 0.5 else four_closed)(rng), 90),
     "1-flag": (1, one_flag, 120),
     "1-flag-base": (1, lambda rng: one_flag(rng, base=True), 80),
     "7-plain": (7, seven, 60),
