@@ -49,6 +49,25 @@ def init(name, a):
     return numpy_helper.from_array(a.astype(np.int64 if a.dtype.kind in "iu" else np.float32), name)
 
 
+def conv(x, w, b, out, name, k, pads=(0, 0, 0, 0)):
+    """A Conv node with every attribute torch.onnx.export writes."""
+    return helper.make_node(
+        "Conv", [x, w, b], [out], name, dilations=[1, 1], group=1, kernel_shape=[k, k], pads=list(pads), strides=[1, 1]
+    )
+
+
+def max_pool(x, out, name):
+    """A 2x2 MaxPool of stride 2, with the attributes torch.onnx.export writes."""
+    return helper.make_node(
+        "MaxPool", [x], [out], name, ceil_mode=0, kernel_shape=[2, 2], pads=[0, 0, 0, 0], strides=[2, 2]
+    )
+
+
+def gemm(x, w, b, out, name):
+    """nn.Linear as torch.onnx.export writes it: Gemm with the weight transposed."""
+    return helper.make_node("Gemm", [x, w, b], [out], name, alpha=1.0, beta=1.0, transB=1)
+
+
 def save(name, nodes, inits, in_name, in_shape, out_name, out_shape, opset, producer, metadata=None):
     graph = helper.make_graph(
         nodes,
@@ -72,25 +91,9 @@ TORCH = ("pytorch", "2.5.1")
 def flatten_first_softmax():
     nodes = [
         helper.make_node("Flatten", ["input"], ["/flatten/Flatten_output_0"], "/flatten/Flatten", axis=1),
-        helper.make_node(
-            "Gemm",
-            ["/flatten/Flatten_output_0", "fc1.weight", "fc1.bias"],
-            ["/fc1/Gemm_output_0"],
-            "/fc1/Gemm",
-            alpha=1.0,
-            beta=1.0,
-            transB=1,
-        ),
+        gemm("/flatten/Flatten_output_0", "fc1.weight", "fc1.bias", "/fc1/Gemm_output_0", "/fc1/Gemm"),
         helper.make_node("Relu", ["/fc1/Gemm_output_0"], ["/relu/Relu_output_0"], "/relu/Relu"),
-        helper.make_node(
-            "Gemm",
-            ["/relu/Relu_output_0", "fc2.weight", "fc2.bias"],
-            ["/fc2/Gemm_output_0"],
-            "/fc2/Gemm",
-            alpha=1.0,
-            beta=1.0,
-            transB=1,
-        ),
+        gemm("/relu/Relu_output_0", "fc2.weight", "fc2.bias", "/fc2/Gemm_output_0", "/fc2/Gemm"),
         helper.make_node("Softmax", ["/fc2/Gemm_output_0"], ["output"], "/Softmax", axis=1),
     ]
     inits = [
@@ -106,38 +109,11 @@ def flatten_first_softmax():
 
 def sigmoid_head():
     nodes = [
-        helper.make_node(
-            "Conv",
-            ["input", "conv.weight", "conv.bias"],
-            ["/conv/Conv_output_0"],
-            "/conv/Conv",
-            dilations=[1, 1],
-            group=1,
-            kernel_shape=[5, 5],
-            pads=[0, 0, 0, 0],
-            strides=[1, 1],
-        ),
+        conv("input", "conv.weight", "conv.bias", "/conv/Conv_output_0", "/conv/Conv", 5),
         helper.make_node("Relu", ["/conv/Conv_output_0"], ["/Relu_output_0"], "/Relu"),
-        helper.make_node(
-            "MaxPool",
-            ["/Relu_output_0"],
-            ["/pool/MaxPool_output_0"],
-            "/pool/MaxPool",
-            ceil_mode=0,
-            kernel_shape=[2, 2],
-            pads=[0, 0, 0, 0],
-            strides=[2, 2],
-        ),
+        max_pool("/Relu_output_0", "/pool/MaxPool_output_0", "/pool/MaxPool"),
         helper.make_node("Flatten", ["/pool/MaxPool_output_0"], ["/Flatten_output_0"], "/Flatten", axis=1),
-        helper.make_node(
-            "Gemm",
-            ["/Flatten_output_0", "fc.weight", "fc.bias"],
-            ["/fc/Gemm_output_0"],
-            "/fc/Gemm",
-            alpha=1.0,
-            beta=1.0,
-            transB=1,
-        ),
+        gemm("/Flatten_output_0", "fc.weight", "fc.bias", "/fc/Gemm_output_0", "/fc/Gemm"),
         helper.make_node("Sigmoid", ["/fc/Gemm_output_0"], ["output"], "/Sigmoid"),
     ]
     inits = [
@@ -301,60 +277,15 @@ def tf2onnx_flatten_28x28():
 def normalized(name, metadata=None):
     """pytorch/examples' MNIST net at a quarter of its widths, trained on normalized pixels."""
     nodes = [
-        helper.make_node(
-            "Conv",
-            ["input", "conv1.weight", "conv1.bias"],
-            ["/conv1/Conv_output_0"],
-            "/conv1/Conv",
-            dilations=[1, 1],
-            group=1,
-            kernel_shape=[3, 3],
-            pads=[0, 0, 0, 0],
-            strides=[1, 1],
-        ),
+        conv("input", "conv1.weight", "conv1.bias", "/conv1/Conv_output_0", "/conv1/Conv", 3),
         helper.make_node("Relu", ["/conv1/Conv_output_0"], ["/Relu_output_0"], "/Relu"),
-        helper.make_node(
-            "Conv",
-            ["/Relu_output_0", "conv2.weight", "conv2.bias"],
-            ["/conv2/Conv_output_0"],
-            "/conv2/Conv",
-            dilations=[1, 1],
-            group=1,
-            kernel_shape=[3, 3],
-            pads=[0, 0, 0, 0],
-            strides=[1, 1],
-        ),
+        conv("/Relu_output_0", "conv2.weight", "conv2.bias", "/conv2/Conv_output_0", "/conv2/Conv", 3),
         helper.make_node("Relu", ["/conv2/Conv_output_0"], ["/Relu_1_output_0"], "/Relu_1"),
-        helper.make_node(
-            "MaxPool",
-            ["/Relu_1_output_0"],
-            ["/MaxPool_output_0"],
-            "/MaxPool",
-            ceil_mode=0,
-            kernel_shape=[2, 2],
-            pads=[0, 0, 0, 0],
-            strides=[2, 2],
-        ),
+        max_pool("/Relu_1_output_0", "/MaxPool_output_0", "/MaxPool"),
         helper.make_node("Flatten", ["/MaxPool_output_0"], ["/Flatten_output_0"], "/Flatten", axis=1),
-        helper.make_node(
-            "Gemm",
-            ["/Flatten_output_0", "fc1.weight", "fc1.bias"],
-            ["/fc1/Gemm_output_0"],
-            "/fc1/Gemm",
-            alpha=1.0,
-            beta=1.0,
-            transB=1,
-        ),
+        gemm("/Flatten_output_0", "fc1.weight", "fc1.bias", "/fc1/Gemm_output_0", "/fc1/Gemm"),
         helper.make_node("Relu", ["/fc1/Gemm_output_0"], ["/Relu_2_output_0"], "/Relu_2"),
-        helper.make_node(
-            "Gemm",
-            ["/Relu_2_output_0", "fc2.weight", "fc2.bias"],
-            ["/fc2/Gemm_output_0"],
-            "/fc2/Gemm",
-            alpha=1.0,
-            beta=1.0,
-            transB=1,
-        ),
+        gemm("/Relu_2_output_0", "fc2.weight", "fc2.bias", "/fc2/Gemm_output_0", "/fc2/Gemm"),
         helper.make_node("LogSoftmax", ["/fc2/Gemm_output_0"], ["output"], "/LogSoftmax", axis=1),
     ]
     inits = [
