@@ -73,6 +73,10 @@ struct Tensor {
     X(bool, crop_to_aspect_ratio, false, "resizing: crop to the output's aspect ratio first")                    \
     X(bool, antialias, false, "resizing: antialiased downscaling")                                                \
     X(bool, keepdims, false, "global pooling: keep the 1x1 spatial dimensions")                                   \
+    X(float, quant_scale, 0.f, "quantize: the step between its integers; 0: each sample's own, from its range")    \
+    X(int, zero_point, 0, "quantize: the integer that stands for 0")                                              \
+    X(Int2, quant_range, (Int2{0, 255}), "quantize: the smallest and largest integer (uint8: 0, 255; int8: -128, 127)") \
+    X(bool, integers, false, "quantize: q - zero_point, not its value; conv2d / dense: integer inputs, weights, summed exactly") \
     X(std::string, data_format, "", "the layer's data_format: channels_last, channels_first, or empty")
 // clang-format on
 

@@ -263,6 +263,7 @@ void conv2d_lower(const LayerContext& c, const Shape& out, Lowering& low) {
     Step s = conv_step(c, c.in[0].d, out.d, check_window(c, true), c.l.groups);
     s.weights = c.weight("kernel").data;
     s.bias = bias_or_zeros(c, out.d.c);
+    s.integers = c.l.integers;
     emit_activation(c, out, low, low.emit(std::move(s)));
 }
 
@@ -328,6 +329,7 @@ void dense_lower(const LayerContext& c, const Shape& out, Lowering& low) {
     Step s = make_step(c.in[0].rank == 1 ? OpKind::dense : OpKind::conv2d, out.d, c.l);
     s.weights = c.weight("kernel").data;
     s.bias = bias_or_zeros(c, out.d.c);
+    s.integers = c.l.integers;
     emit_activation(c, out, low, low.emit(std::move(s)));
 }
 
@@ -687,6 +689,43 @@ void layer_norm_lower(const LayerContext& c, const Shape& out, Lowering& low) {
     low.result = low.emit(std::move(s));
 }
 
+// ONNX's QuantizeLinear + DequantizeLinear, or DynamicQuantizeLinear (quant_scale 0):
+// network.h's Quantization.
+Shape quantize_infer(const LayerContext& c, std::vector<WeightSlot>&) {
+    const LayerSpec& l = c.l;
+    if (!std::isfinite(l.quant_scale) || l.quant_scale < 0.f)
+        c.fail_file("quant_scale = " + number_str(l.quant_scale) + " must be a positive number (0: dynamic)");
+    c.check_range("quant_range[0]", l.quant_range[0], -limits::kQuantized, limits::kQuantized);
+    c.check_range("quant_range[1]", l.quant_range[1], l.quant_range[0] + 1, limits::kQuantized);
+    c.check_range("zero_point", l.zero_point, l.quant_range[0], l.quant_range[1]);
+    if (l.quant_scale == 0.f && (l.quant_range[0] != 0 || l.quant_range[1] != 255 || l.zero_point != 0))
+        c.fail_unsupported("a dynamic quantization (quant_scale 0) is to uint8 (quant_range (0, 255), zero_point 0)");
+    return c.in[0];
+}
+
+void quantize_lower(const LayerContext& c, const Shape& out, Lowering& low) {
+    Step s = make_step(OpKind::quantize, out.d, c.l);
+    s.quant = {c.l.quant_scale, c.l.zero_point, c.l.quant_range[0], c.l.quant_range[1]};
+    s.integers = c.l.integers;
+    low.result = low.emit(std::move(s));
+}
+
+// Integer sums (of a conv2d / dense with `integers`) times the scale the dynamic
+// quantization of its second input chose for each sample, times a constant per channel
+// (the weights' scale): ONNX Runtime's Cast and Mul after ConvInteger / MatMulInteger.
+Shape dequantize_infer(const LayerContext& c, std::vector<WeightSlot>& slots) {
+    slots.push_back({"scale", {int64_t(c.in[0].d.c)}});
+    return c.in[0];
+}
+
+void dequantize_lower(const LayerContext& c, const Shape& out, Lowering& low) {
+    Step s = make_step(OpKind::dequantize, out.d, c.l);
+    s.scale = c.weight("scale").data;
+    s.inputs = low.inputs;
+    s.ins = low.dims;
+    low.result = low.emit(std::move(s));
+}
+
 // ------------------------------------------------------------------ merging
 
 Merge merge_of(const std::string& kind) {
@@ -771,6 +810,8 @@ const LayerRule kRules[] = {
     {"rescaling", 1, 1, rescaling_infer, rescaling_lower, false},
     {"normalization", 1, 1, normalization_infer, normalization_lower, false},
     {"layer_norm", 1, 1, layer_norm_infer, layer_norm_lower, false},
+    {"quantize", 1, 1, quantize_infer, quantize_lower, false},        // ONNX's quantized graphs
+    {"dequantize", 2, 2, dequantize_infer, dequantize_lower, false},  // (quantize_math.h)
     {"add", 2, kMany, merge_infer, merge_lower, false},
     {"subtract", 2, 2, merge_infer, merge_lower, false},
     {"multiply", 2, kMany, merge_infer, merge_lower, false},

@@ -60,6 +60,8 @@ const char* to_string(OpKind k) {
         case OpKind::merge: return "merge";
         case OpKind::concat: return "concat";
         case OpKind::layer_norm: return "layer_norm";
+        case OpKind::quantize: return "quantize";
+        case OpKind::dequantize: return "dequantize";
     }
     return "?";
 }
@@ -331,7 +333,8 @@ bool large_shift(const Step& a) {
 bool affine_into_producer(StepGraph& g, int i) {
     const Step& a = g.steps[i];
     const int p = g.producer(i);
-    if (a.op != OpKind::affine || p < 0 || !weighted(g.steps[p]) || !g.steps[p].act.linear() || g.sole_reader(p) != i)
+    if (a.op != OpKind::affine || p < 0 || !weighted(g.steps[p]) || !g.steps[p].act.linear() || g.sole_reader(p) != i ||
+        g.steps[p].integers)
         return false;
     Step& s = g.steps[p];
     const size_t co = size_t(s.out.c);
@@ -395,7 +398,7 @@ bool permute_into_dense(StepGraph& g, int i) {
 bool affine_into_reader(StepGraph& g, int i) {
     const Step& a = g.steps[i];
     const int r = a.op == OpKind::affine ? g.sole_reader(i) : -1;
-    if (r < 0 || g.steps[r].inputs.size() != 1) return false;
+    if (r < 0 || g.steps[r].inputs.size() != 1 || g.steps[r].integers) return false;
     Step& s = g.steps[r];
     const bool exact =
         s.op == OpKind::dense || (s.op == OpKind::conv2d && s.groups == 1 && (!s.pad.any() || all_zero(a.shift)));
@@ -494,7 +497,7 @@ Network::Network(std::vector<LayerSpec> layers, const std::vector<int64_t>& inpu
         s.ins.clear();
         for (int v : s.inputs) s.ins.push_back(v < 0 ? input_.d : live[v].out);
         s.in = s.ins.at(0);
-        if (s.op != OpKind::merge && s.op != OpKind::concat) s.ins.clear();
+        if (s.op != OpKind::merge && s.op != OpKind::concat && s.op != OpKind::dequantize) s.ins.clear();
         index[i] = int(live.size());
         live.push_back(std::move(s));
     }

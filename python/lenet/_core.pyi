@@ -45,6 +45,10 @@ class LayerSpec:
     crop_to_aspect_ratio: bool  # resizing: crop to the output's aspect ratio first
     antialias: bool  # resizing: antialiased downscaling
     keepdims: bool  # global pooling: keep the 1x1 spatial dimensions
+    quant_scale: float  # quantize: the step between its integers; 0: each sample's own, from its range
+    zero_point: int  # quantize: the integer that stands for 0
+    quant_range: tuple[int, int]  # quantize: the smallest and largest integer (uint8: 0, 255; int8: -128, 127)
+    integers: bool  # quantize: q - zero_point, not its value; conv2d / dense: integer inputs, weights, summed exactly
     data_format: str  # the layer's data_format: channels_last, channels_first, or empty
     def __init__(self) -> None: ...
     def set_weight(self, name: str, array: npt.ArrayLike) -> None: ...

@@ -91,12 +91,15 @@ def test_every_layer_kind_has_a_converter_or_is_internal():
             )
         except Exception as e:  # a converter this config cannot drive would hide its kind
             raise AssertionError(f"the {cls} converter fails on a minimal config: {e!r}") from e
-    # log_softmax: ONNX's LogSoftmax (PyTorch's log_softmax head); Keras has no such layer.
-    assert set(_core.layer_kinds()) - converted == {"log_softmax"}
-    from lenet.onnx import ops
+    # ONNX's alone: LogSoftmax (PyTorch's log_softmax head), and the quantized graphs' quantize
+    # and dequantize; Keras has no such layers.
+    from lenet.onnx import ops, quantized
 
+    onnx_only = {"log_softmax": ops, "quantize": quantized, "dequantize": quantized}
+    assert set(_core.layer_kinds()) - converted == set(onnx_only)
     assert converted <= set(_core.layer_kinds())
-    assert '"log_softmax"' in pathlib.Path(ops.__file__).read_text()
+    for kind, module in onnx_only.items():
+        assert f'"{kind}"' in pathlib.Path(module.__file__).read_text()
 
 
 def test_output_kinds():

@@ -7,9 +7,9 @@
 * Every operator the loader claims, built with onnx.helper at every opset where its
   form changes (attributes becoming inputs, new defaults), from 7 to the newest that
   ONNX Runtime runs.
-* Refusals: an unknown operator, a quantized graph, another domain, no onnx package
-  (UnsupportedModelError naming the operator, the node and the file); corrupt and
-  mutated files (ModelFileError or UnsupportedModelError, never anything else).
+* Refusals: an unknown operator, another domain, no onnx package (UnsupportedModelError
+  naming the operator, the node and the file; quantized graphs: test_onnx_quantized.py);
+  corrupt and mutated files (ModelFileError or UnsupportedModelError, never anything else).
 
 Parity: ``predict`` within 1e-5 of ONNX Runtime on the same array, the same argmax,
 on the CPU's own kernels, the BLAS path and the GPU's NCHW layout.
@@ -26,6 +26,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
+import onnx_reference  # noqa: E402
 from keras_fixtures import load_mnist_test  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
@@ -39,7 +40,7 @@ RNG = np.random.default_rng(35)
 
 
 def ort_run(path, x):
-    s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    s = onnx_reference.session(path)
     return s.run(None, {s.get_inputs()[0].name: x})[0]
 
 
@@ -73,7 +74,7 @@ def zoo_inputs(shape, nhwc=False):
 
 @pytest.mark.parametrize("path", ZOO, ids=[p.stem for p in ZOO])
 def test_zoo_against_onnx_runtime(path):
-    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    sess = onnx_reference.session(path)
     dims = sess.get_inputs()[0].shape
     for kernels in KERNELS:
         eng = lenet.Engine(path, device="cpu", cpu_kernels=kernels)
@@ -456,18 +457,6 @@ def test_an_unknown_operator_is_refused_naming_it_the_node_and_the_file(tmp_path
         lenet.Engine(p, device="cpu")
     for frag in ("Sin", "'sine'", str(p)):
         assert frag in str(e.value)
-
-
-def test_a_dynamically_quantized_graph_is_refused_saying_so(tmp_path):
-    nodes = [
-        helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"], name="quant"),
-        helper.make_node("MatMulInteger", ["q", "W", "z", "wz"], ["y"]),
-    ]
-    inits = [numpy_helper.from_array(np.ones((4, 3), np.uint8), "W"), numpy_helper.from_array(np.uint8(0), "wz")]
-    p = _save(tmp_path, nodes, inits)
-    with pytest.raises(lenet.UnsupportedModelError) as e:
-        lenet.Engine(p, device="cpu")
-    assert "quantized" in str(e.value) and "'quant'" in str(e.value) and str(p) in str(e.value)
 
 
 def test_another_domain_is_refused(tmp_path):

@@ -18,6 +18,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
+import onnx_reference  # noqa: E402
 from keras_fixtures import load_mnist_test  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
@@ -29,7 +30,11 @@ TOL = 1e-5
 RNG = np.random.default_rng(43)
 
 # How each file's author prepared its pixels (the rest: x / 255), as a user passes it.
-AUTHOR = {"normalized_mnist": {"mean": 0.1307, "std": 0.3081}}
+NORMALIZE = {"mean": 0.1307, "std": 0.3081}  # torchvision's MNIST Normalize
+AUTHOR = {
+    name: NORMALIZE
+    for name in ("normalized_mnist", "ort_dynamic_quantized", "ort_dynamic_quantized_per_channel", "ort_qdq_static")
+}
 # And what the file records itself (lenet reads it: nothing to pass).
 RECORDED = {"normalized_half_recorded": (0.5, 0.5)}
 ENDINGS = {
@@ -58,7 +63,7 @@ def distribution(y, kind):
 
 
 def ort_outputs(path, x, batch_axis):
-    s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    s = onnx_reference.session(path)
     name = s.get_inputs()[0].name
     dims = s.get_inputs()[0].shape
     if not batch_axis:
@@ -77,7 +82,7 @@ def author_input(path, pixels, mean=0.0, std=1.0):
     file's layout (NCHW, NHWC, (N, H, W), (N, features); one sample where it has no batch axis)."""
     x = pixels.astype(np.float32) / np.float32(255)
     x = (x - np.float32(mean)) / np.float32(std)
-    s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    s = onnx_reference.session(path)
     dims = s.get_inputs()[0].shape
     n = len(x)
     if len(dims) == 4 and dims[-1] in (1, 3) and dims[1] not in (1, 3):

@@ -1,11 +1,12 @@
 // Activations, softmax, per-channel affine (Rescaling, Normalization, batch
-// norm), layer normalization, PReLU, merges (Add, Multiply, ...) and zero padding /
-// cropping over NHWC.
+// norm), layer normalization, PReLU, merges (Add, Multiply, ...), quantization and
+// zero padding / cropping over NHWC.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "../activation_math.h"
+#include "../quantize_math.h"
 #include "ops.h"
 
 namespace lenet::cpu {
@@ -151,6 +152,20 @@ private:
     const Step& s_;
 };
 
+// ONNX's quantization and its dequantization, each sample on its own (quantize_math.h).
+class Quantize : public Kernel {
+public:
+    explicit Quantize(const Step& s) : s_(s) {}
+    void run(Inputs x, float* y, int n, ThreadPool*) override {
+        if (s_.op == OpKind::quantize) return quantize_samples(s_, x[0], y, n);
+        const int64_t c = s_.out.c;  // NHWC: the channel is the fastest axis
+        dequantize_samples(s_, x[0], x[1], y, n, [c](int64_t i) { return i % c; });
+    }
+
+private:
+    const Step& s_;
+};
+
 // Zero padding (pads > 0) and cropping (pads < 0): output pixel (oy, ox) is input
 // pixel (oy - top, ox - left), zero where that is outside the input.
 class Pad2d : public Kernel {
@@ -186,6 +201,8 @@ std::unique_ptr<Kernel> make_elementwise(const Step& s) {
         case OpKind::prelu: return std::make_unique<PerElement>(s);
         case OpKind::merge: return std::make_unique<MergeKernel>(s);
         case OpKind::layer_norm: return std::make_unique<LayerNorm>(s);
+        case OpKind::quantize:
+        case OpKind::dequantize: return std::make_unique<Quantize>(s);
         case OpKind::pad2d: return std::make_unique<Pad2d>(s);
         default: return nullptr;
     }

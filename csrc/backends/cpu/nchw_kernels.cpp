@@ -16,6 +16,7 @@
 #include "../../support/errors.h"
 #include "../nchw/elementwise.h"
 #include "../nchw/plan.h"
+#include "../quantize_math.h"
 #include "blas.h"
 #include "ops.h"
 
@@ -189,6 +190,12 @@ public:
                 const int64_t pixels = int64_t(n) * plane;
                 for (int64_t p = 0; p < pixels; ++p)
                     nchw::layer_norm(x[0], y, p, s.out, k_.weights.data(), k_.bias.data(), s.epsilon);
+                break;
+            }
+            case OpKind::quantize: quantize_samples(s, x[0], y, n); break;  // whatever the layout
+            case OpKind::dequantize: {
+                const int64_t c = s.out.c;
+                dequantize_samples(s, x[0], x[1], y, n, [c, plane](int64_t i) { return (i / plane) % c; });
                 break;
             }
             case OpKind::concat: {

@@ -152,6 +152,7 @@ private:
 
 bool winograd_fits(const Step& s) {
     if (s.op != OpKind::conv2d || s.groups != 1 || s.dh != 1 || s.dw != 1 || s.sh != 1 || s.sw != 1) return false;
+    if (s.integers) return false;  // its transforms do not keep integer sums exact
     // Below 16 input channels the transforms cost more than the products save
     // (PERFORMANCE.md, session 11).
     if (s.kh != s.kw || (s.kh != 3 && s.kh != 5) || s.out.h < 2 || s.out.w < 2 || s.in.c < 16) return false;

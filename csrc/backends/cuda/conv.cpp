@@ -52,6 +52,13 @@ ConvChoices& conv_choices() {
     return *choices;
 }
 
+// Algorithms whose sums of integer products below 2^24 are exact in FP32 math: the
+// GEMM forms (no Winograd or FFT transforms).
+bool sums_exactly(int algo) {
+    return algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
+           algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM || algo == CUDNN_CONVOLUTION_FWD_ALGO_GEMM;
+}
+
 // Largest |a - b| over n values, and largest |b|.
 std::pair<double, double> max_difference(const std::vector<float>& a, const std::vector<float>& b) {
     double diff = 0, scale = 0;
@@ -192,8 +199,12 @@ private:
         ConvChoice c;
         std::string passed_over;
         for (int i : ranked) {
-            LENET_CHECK(
-                lib::cudnnSetConvolutionMathType(p_.conv.get(), ctx_.allow_tf32 ? perf[i].mathType : CUDNN_FMA_MATH));
+            if (s.integers && !sums_exactly(perf[i].algo)) {
+                passed_over += std::string("; ") + algorithm_name(perf[i].algo) + " does not sum integers exactly";
+                continue;
+            }
+            LENET_CHECK(lib::cudnnSetConvolutionMathType(
+                p_.conv.get(), ctx_.allow_tf32 && !s.integers ? perf[i].mathType : CUDNN_FMA_MATH));
             std::vector<float> out;
             const cudnnStatus_t st = try_algorithm(perf[i].algo, perf[i].memory, f(x), f(y), &out);
             const std::string name = algorithm_name(perf[i].algo);
@@ -211,7 +222,7 @@ private:
                 checked = "agrees with IMPLICIT_GEMM (max |diff| " + number_str(float(diff)) + ")";
             }
             c.algo = perf[i].algo;
-            c.math = perf[i].mathType;
+            c.math = s.integers ? CUDNN_FMA_MATH : perf[i].mathType;
             c.workspace = perf[i].memory;
             c.deterministic = candidates[i].deterministic;
             c.find_ms = perf[i].time;

@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "../nchw/elementwise.h"
+#include "../quantize_math.h"
 #include "elementwise.cuh"
 
 namespace lenet::cuda {
@@ -66,6 +67,52 @@ __global__ void merge(MergeInputs in, int inputs, float* y, int64_t count, Merge
 __global__ void layer_norm(const float* x, float* y, int64_t pixels, Dims d, const float* gamma, const float* beta,
                            float epsilon) {
     LENET_FOR_EACH(p, pixels) nchw::layer_norm(x, y, p, d, gamma, beta, epsilon);
+}
+
+// The range of a block's sample (every thread gets it), reduced in shared memory.
+__device__ void sample_range(const float* in, int64_t size, float* lo, float* hi, float* out_lo, float* out_hi) {
+    float l = INFINITY, h = -INFINITY;
+    for (int64_t i = threadIdx.x; i < size; i += blockDim.x) l = fminf(l, in[i]), h = fmaxf(h, in[i]);
+    lo[threadIdx.x] = l, hi[threadIdx.x] = h;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+        if (int(threadIdx.x) < half) {
+            lo[threadIdx.x] = fminf(lo[threadIdx.x], lo[threadIdx.x + half]);
+            hi[threadIdx.x] = fmaxf(hi[threadIdx.x], hi[threadIdx.x + half]);
+        }
+        __syncthreads();
+    }
+    *out_lo = lo[0], *out_hi = hi[0];
+    __syncthreads();  // lo[0] and hi[0] are read before the next sample's reduction writes them
+}
+
+// Block b handles samples b, b + gridDim.x, ...; kThreads threads each.
+__global__ void quantize(const float* x, float* y, int n, int64_t size, Quantization q, bool integers) {
+    __shared__ float lo[kThreads], hi[kThreads];
+    const bool dynamic = q.scale == 0.f;  // Quantization::dynamic(), which is host code
+    for (int b = blockIdx.x; b < n; b += gridDim.x) {
+        const float* in = x + b * size;
+        Quantization here = q;
+        if (dynamic) {
+            float l, h;
+            sample_range(in, size, lo, hi, &l, &h);
+            here = dynamic_quantization(l, h);
+        }
+        for (int64_t i = threadIdx.x; i < size; i += blockDim.x) y[b * size + i] = quantize(in[i], here, integers);
+    }
+}
+
+__global__ void dequantize(const float* x, const float* source, float* y, int n, Dims d, int64_t source_size,
+                           const float* scale) {
+    __shared__ float lo[kThreads], hi[kThreads];
+    const int64_t plane = int64_t(d.h) * d.w, size = plane * d.c;
+    for (int b = blockIdx.x; b < n; b += gridDim.x) {
+        float l, h;
+        sample_range(source + b * source_size, source_size, lo, hi, &l, &h);
+        const float s = dynamic_quantization(l, h).scale;
+        for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
+            y[b * size + i] = x[b * size + i] * __fmul_rn(s, scale[(i / plane) % d.c]);
+    }
 }
 
 __global__ void scale_pixels(const uint8_t* x, float* y, int64_t count, float scale) {
@@ -137,6 +184,17 @@ void launch_layer_norm(const float* x, float* y, int n, Dims d, const float* gam
                        cudaStream_t s) {
     const int64_t pixels = int64_t(n) * d.h * d.w;
     if (pixels) layer_norm<<<blocks(pixels), kThreads, 0, s>>>(x, y, pixels, d, gamma, beta, epsilon);
+}
+
+void launch_quantize(const float* x, float* y, int n, int64_t size, const Quantization& q, bool integers,
+                     cudaStream_t s) {
+    if (n > 0 && size > 0) quantize<<<unsigned(std::min(n, 65535)), kThreads, 0, s>>>(x, y, n, size, q, integers);
+}
+
+void launch_dequantize(const float* x, const float* source, float* y, int n, Dims d, int64_t source_size,
+                       const float* scale, cudaStream_t s) {
+    if (n > 0 && d.size() > 0 && source_size > 0)
+        dequantize<<<unsigned(std::min(n, 65535)), kThreads, 0, s>>>(x, source, y, n, d, source_size, scale);
 }
 
 void launch_resize(const float* x, float* y, int n, Dims in, Dims out, Pads crop, bool nearest, cudaStream_t s) {

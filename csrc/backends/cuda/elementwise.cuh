@@ -45,6 +45,14 @@ void launch_merge(const float* const* x, int inputs, float* y, int64_t count, Me
 // rsqrt(var + eps) * gamma[c] + beta[c]; one thread per pixel.
 void launch_layer_norm(const float* x, float* y, int n, Dims d, const float* gamma, const float* beta, float epsilon,
                        cudaStream_t s);
+// A quantize step (network.h) on n samples of `size` values each (any layout): one block
+// per sample, which reduces its range first when the quantization is dynamic.
+void launch_quantize(const float* x, float* y, int n, int64_t size, const Quantization& q, bool integers,
+                     cudaStream_t s);
+// A dequantize step on n NCHW samples of dims d: y = x * (the dynamic scale of `source`'s
+// sample, of source_size values) * scale[c]; one block per sample.
+void launch_dequantize(const float* x, const float* source, float* y, int n, Dims d, int64_t source_size,
+                       const float* scale, cudaStream_t s);
 // Bilinear or nearest resizing with half-pixel centres (tf.image.resize) of the crop window pad.
 void launch_resize(const float* x, float* y, int n, Dims in, Dims out, Pads crop, bool nearest, cudaStream_t s);
 

@@ -119,7 +119,8 @@ ConvKey conv_key(const StepPlan& p, bool allow_tf32) {
             s.dw,
             s.groups,
             allow_tf32 ? 1 : 0,
-            p.fusion.tried ? 1 : 0};
+            p.fusion.tried ? 1 : 0,
+            s.integers ? 1 : 0};
 }
 
 std::vector<int> rank_algorithms(const std::vector<AlgoCandidate>& c, bool allow_tf32, size_t workspace_limit) {

@@ -64,7 +64,7 @@ StepPlan plan_step(const Step& step, int n, bool allow_tf32);
 // same algorithm and gives the same bits. The key holds whether the fused call is
 // tried: a choice made for a ReLU convolution (fused) is never reused for a tanh
 // one of the same shape.
-using ConvKey = std::array<int, 16>;
+using ConvKey = std::array<int, 17>;
 ConvKey conv_key(const StepPlan& plan, bool allow_tf32);
 
 // One result of cudnnFindConvolutionForwardAlgorithmEx, fastest first.

@@ -1,6 +1,7 @@
-// The steps computed value by value (or pixel by pixel): activations, affine
-// (batch norm, rescaling, normalization), PReLU, layer normalization, merges, on the
-// small kernels of elementwise.cu; softmax on cuDNN.
+// The steps computed value by value (or pixel by pixel, or sample by sample):
+// activations, affine (batch norm, rescaling, normalization), PReLU, layer
+// normalization, quantization, merges, on the small kernels of elementwise.cu;
+// softmax on cuDNN.
 #include <algorithm>
 
 #include "elementwise.cuh"
@@ -33,6 +34,10 @@ public:
             case OpKind::prelu: launch_prelu(x[0], y, f(k_.weights), count, s.out.size(), stream); break;
             case OpKind::layer_norm:
                 launch_layer_norm(x[0], y, n, s.out, f(k_.weights), f(k_.bias), s.epsilon, stream);
+                break;
+            case OpKind::quantize: launch_quantize(x[0], y, n, s.out.size(), s.quant, s.integers, stream); break;
+            case OpKind::dequantize:
+                launch_dequantize(x[0], x[1], y, n, s.out, s.ins.at(1).size(), f(k_.weights), stream);
                 break;
             case OpKind::merge: {
                 const int inputs = int(s.inputs.size());
@@ -67,6 +72,8 @@ bool is_pointwise(OpKind op) {
         case OpKind::affine:
         case OpKind::prelu:
         case OpKind::layer_norm:
+        case OpKind::quantize:
+        case OpKind::dequantize:
         case OpKind::merge: return true;
         default: return false;
     }

@@ -24,6 +24,7 @@ Constants constants(const Step& s) {
             k.weights = s.scale;
             k.bias = s.shift;
             break;
+        case OpKind::dequantize: k.weights = s.scale; break;
         case OpKind::prelu:
             k.weights.resize(s.scale.size());  // (h, w, c) -> (c, h, w)
             nhwc_to_nchw(s.scale.data(), k.weights.data(), 1, s.out);

@@ -20,12 +20,30 @@ class Val:
     batched: bool  # whether the ONNX tensor has the batch axis in front
 
 
+@dataclass(frozen=True)
+class Ints:
+    """A tensor of a quantized graph that is not a value of the network (quantized.py):
+    the integers of a quantization ("values"; ``val`` is its record, which gives (q -
+    zero) * scale, or q - zero for a dynamic one), a dynamic quantization's "scale" (times the constant ``factor``) or
+    "zero_point", or the integer "sums" of ConvInteger / MatMulInteger (``val`` gives
+    them times their input's scale). ``source`` names the quantization it belongs to."""
+
+    kind: str
+    source: str
+    val: Optional[Val] = None
+    input: Optional[Val] = None  # values of a dynamic quantization: the value it quantized
+    scale: float = 0.0  # values: the quantization's scale; 0 for a dynamic one
+    zero: int = 0  # values: its zero point (a static one's)
+    factor: Any = 1.0
+
+
 class Builder:
     def __init__(self, g: Graph):
         self.g = g
         self.records: list = []
         self.vals: dict[str, Val] = {}
         self.consts: dict[str, np.ndarray] = dict(g.consts)
+        self.ints: dict[str, Ints] = {}  # a quantized graph's integers, scales and zero points
         # A graph of one sample (its input has no batch axis): a batch axis its values get
         # (a leading 1 a Reshape or Unsqueeze adds) is a concrete 1, not graph.BATCH.
         self.no_batch = False
@@ -56,6 +74,11 @@ class Builder:
 
     def val(self, n: Node, i: int = 0) -> Val:
         name = n.inputs[i] if i < len(n.inputs) else ""
+        if name in self.ints:
+            raise UnsupportedModelError(
+                f"{self.g.where_node(n)}: input '{name}' is the {self.ints[name].kind.replace('_', ' ')} of a "
+                f"quantization, which {n.op} cannot read (DequantizeLinear, ConvInteger and MatMulInteger can)"
+            )
         if name not in self.vals:
             raise ModelFileError(f"{self.g.where_node(n)}: input '{name}' is not produced by any node")
         return self.vals[name]

@@ -14,83 +14,33 @@ and the file.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import numpy as np
 
 from .._native import _core
 from ..errors import ModelFileError, UnsupportedModelError
+from . import quantized
 from .builder import Builder, Val, image, zero_pad
+from .emit import affine_of, conv_of, dense_of, per_channel, window
 from .graph import Graph, Node, attr, ints
 from .rewrite import fold, fuse_gelu
-from .shapes import cast, concat, identity, pad, quantized, reshape, transpose
+from .shapes import cast, concat, identity, pad, reshape, transpose
 
 # --------------------------------------------------------------------- windows
-
-
-def _pads(b: Builder, n: Node, v: Val, kernel: tuple, strides: tuple, dilations: tuple) -> tuple[bool, tuple]:
-    """(TensorFlow 'same', (top, bottom, left, right)) of a window node."""
-    auto = attr(n, "auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        if auto == "SAME_UPPER":
-            return True, (0, 0, 0, 0)
-        pads = []
-        for size, k, s, d in zip(v.shape[1:], kernel, strides, dilations):
-            out = -(-size // s)
-            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-            pads.append((total - total // 2, total // 2))  # SAME_LOWER: the extra pixel before
-        return False, (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
-    if auto not in ("NOTSET", "VALID"):
-        b.fail(n, f"auto_pad '{auto}' is not supported")
-    p = ints(attr(n, "pads", [0, 0, 0, 0])) if auto == "NOTSET" else [0, 0, 0, 0]
-    if len(p) != 4 or min(p) < 0:
-        raise ModelFileError(f"{b.g.where_node(n)}: pads {p} (4 non-negative values for an image)")
-    return False, (p[0], p[2], p[1], p[3])
-
-
-def _window(b: Builder, n: Node, v: Val, kernel: Optional[tuple] = None) -> tuple:
-    kernel = tuple(ints(attr(n, "kernel_shape", kernel)))
-    if len(kernel) != 2:
-        b.fail(n, f"kernel_shape {list(kernel)}: only 2-D windows are supported")
-    strides = tuple(ints(attr(n, "strides", [1, 1])))
-    dilations = tuple(ints(attr(n, "dilations", [1, 1])))
-    same, pads = _pads(b, n, v, kernel, strides, dilations)
-    return kernel, strides, dilations, same, pads
 
 
 def conv(b: Builder, n: Node) -> None:
     v = b.val(n)
     image(b, n, v)
     w = b.const(n, 1, "weights")
-    if w.ndim != 4:
-        b.fail(n, f"weights of rank {w.ndim}: only 2-D convolutions are supported")
-    kernel, strides, dilations, same, pads = _window(b, n, v, w.shape[2:])
-    bias = b.opt_const(n, 2)
-    weights = {"kernel": w.transpose(2, 3, 1, 0)}  # OIHW -> HWIO
-    if bias is not None:
-        weights["bias"] = bias.reshape(-1)
-    x = zero_pad(b, n, v, pads)
-    b.vals[n.outputs[0]] = b.emit(
-        n,
-        "conv2d",
-        [x],
-        b.need_shape(n, v),
-        weights=weights,
-        kernel=kernel,
-        strides=strides,
-        dilation=dilations,
-        same_padding=same,
-        filters=int(w.shape[0]),
-        groups=int(attr(n, "group", 1)),
-        use_bias=bias is not None,
-        data_format="channels_first",
-    )
+    b.vals[n.outputs[0]] = conv_of(b, n, v, w, b.opt_const(n, 2))
 
 
 def pool(b: Builder, n: Node) -> None:
     v = b.val(n)
     image(b, n, v)
-    kernel, strides, dilations, same, pads = _window(b, n, v)
+    kernel, strides, dilations, same, pads = window(b, n, v)
     if dilations != (1, 1):
         b.fail(n, f"dilations {list(dilations)} are not supported")
     avg = n.op == "AveragePool"
@@ -133,26 +83,6 @@ def global_pool(b: Builder, n: Node) -> None:
 # --------------------------------------------------------------------- dense
 
 
-def _dense(b: Builder, n: Node, v: Val, kernel: np.ndarray, bias: Optional[np.ndarray]) -> Val:
-    if len(v.shape) != 1:
-        b.fail(n, f"a matrix product on a value of shape {v.shape} per sample is not supported (a flat one is)")
-    if kernel.ndim != 2 or kernel.shape[0] != v.shape[0]:
-        raise ModelFileError(f"{b.g.where_node(n)}: weights of shape {kernel.shape} for {v.shape[0]} inputs")
-    weights = {"kernel": kernel}
-    if bias is not None:
-        weights["bias"] = np.broadcast_to(bias.reshape(-1) if bias.size != 1 else bias.reshape(()), (kernel.shape[1],))
-    return b.emit(
-        n,
-        "dense",
-        [v],
-        (kernel.shape[1],),
-        v.batched,
-        weights=weights,
-        units=int(kernel.shape[1]),
-        use_bias=bias is not None,
-    )
-
-
 def gemm(b: Builder, n: Node) -> None:
     v = b.val(n)
     if int(attr(n, "transA", 0)):
@@ -165,13 +95,13 @@ def gemm(b: Builder, n: Node) -> None:
     bias = None if c is None else c.astype(np.float32) * np.float32(attr(n, "beta", 1.0))
     if bias is not None and bias.size not in (1, w.shape[1]):
         b.fail(n, f"C of shape {c.shape} (a per-row bias) is not supported")
-    b.vals[n.outputs[0]] = _dense(b, n, v, w.astype(np.float32), bias)
+    b.vals[n.outputs[0]] = dense_of(b, n, v, w.astype(np.float32), bias)
 
 
 def matmul(b: Builder, n: Node) -> None:
     if not b.is_const(n.inputs[1]):
         b.fail(n, "a product of two computed values is not supported (the second operand must be a constant)")
-    b.vals[n.outputs[0]] = _dense(b, n, b.val(n), b.const(n, 1).astype(np.float32), None)
+    b.vals[n.outputs[0]] = dense_of(b, n, b.val(n), b.const(n, 1).astype(np.float32), None)
 
 
 # --------------------------------------------------------------------- element-wise
@@ -232,57 +162,6 @@ def batch_norm(b: Builder, n: Node) -> None:
     )
 
 
-def _channels(v: Val) -> int:
-    return v.shape[0] if len(v.shape) == 3 else v.shape[-1]
-
-
-def _per_channel(b: Builder, n: Node, v: Val, c: np.ndarray) -> Optional[np.ndarray]:
-    """c as one value per channel of v (broadcast as ONNX does), None for one value in all."""
-    c = np.asarray(c, dtype=np.float64)
-    if c.size == 1:
-        return None
-    full = (1,) + tuple(v.shape) if v.batched else tuple(v.shape)
-    try:
-        bc = np.broadcast_to(c, np.broadcast_shapes(c.shape, full))
-    except ValueError:
-        raise ModelFileError(
-            f"{b.g.where_node(n)}: a constant of shape {c.shape} does not broadcast to {full}"
-        ) from None
-    if bc.shape != full:
-        b.fail(n, f"a constant of shape {c.shape} that widens {full} is not supported")
-    axis = (1 if v.batched else 0) if len(v.shape) == 3 else len(full) - 1
-    lead = [slice(None) if i == axis else 0 for i in range(len(full))]
-    per = bc[tuple(lead)]
-    if not np.array_equal(np.broadcast_to(per.reshape([-1 if i == axis else 1 for i in range(len(full))]), full), bc):
-        b.fail(n, f"a constant of shape {c.shape} that varies within a channel is not supported")
-    return per
-
-
-def _affine(b: Builder, n: Node, v: Val, scale: Any, shift: Any) -> Val:
-    """y = x * scale + shift, one value in all (rescaling) or per channel (a batch norm
-    with mean 0, variance 1 and epsilon 0: exactly x * gamma + beta)."""
-    if np.ndim(scale) == 0 and np.ndim(shift) == 0:
-        return b.emit(n, "rescaling", [v], v.shape, v.batched, scale=float(scale), offset=float(shift))
-    ch = _channels(v)
-    gamma = np.broadcast_to(np.asarray(scale, np.float64), (ch,)).astype(np.float32)
-    beta = np.broadcast_to(np.asarray(shift, np.float64), (ch,)).astype(np.float32)
-    return b.emit(
-        n,
-        "batch_norm",
-        [v],
-        v.shape,
-        v.batched,
-        epsilon=0.0,
-        axes=[1] if len(v.shape) == 3 else [-1],
-        weights={
-            "gamma": gamma,
-            "beta": beta,
-            "moving_mean": np.zeros(ch, np.float32),
-            "moving_variance": np.ones(ch, np.float32),
-        },
-    )
-
-
 _MERGES = {
     "Add": "add",
     "Sum": "add",
@@ -295,6 +174,9 @@ _MERGES = {
 
 
 def binary(b: Builder, n: Node) -> None:
+    if any(name in b.ints for name in n.inputs):  # a quantized graph's scales and sums
+        quantized.scaled(b, n)
+        return
     dyn = [i for i, name in enumerate(n.inputs) if name in b.vals]
     if len(dyn) == len(n.inputs):  # every operand computed: a merge layer
         if n.op not in _MERGES:
@@ -309,16 +191,16 @@ def binary(b: Builder, n: Node) -> None:
     i = dyn[0]
     v = b.val(n, i)
     c = b.const(n, 1 - i).astype(np.float64)
-    per = _per_channel(b, n, v, c)
+    per = per_channel(b, n, v, c)
     k = float(c.reshape(-1)[0]) if per is None else per
     if n.op == "Add":
-        out = _affine(b, n, v, 1.0, k)
+        out = affine_of(b, n, v, 1.0, k)
     elif n.op == "Sub":
-        out = _affine(b, n, v, 1.0, -np.asarray(k)) if i == 0 else _affine(b, n, v, -1.0, k)
+        out = affine_of(b, n, v, 1.0, -np.asarray(k)) if i == 0 else affine_of(b, n, v, -1.0, k)
     elif n.op == "Mul":
-        out = _affine(b, n, v, k, 0.0)
+        out = affine_of(b, n, v, k, 0.0)
     elif i == 0:
-        out = _affine(b, n, v, 1.0 / np.asarray(k), 0.0)
+        out = affine_of(b, n, v, 1.0 / np.asarray(k), 0.0)
     else:
         b.fail(n, "a constant divided by a computed value is not supported")
     b.vals[n.outputs[0]] = out
@@ -378,18 +260,7 @@ CONVERTERS: dict[str, Callable[[Builder, Node], None]] = {
     "Identity": identity,
     "Dropout": identity,
     "Cast": cast,
-    **{
-        op: quantized
-        for op in (
-            "QuantizeLinear",
-            "DequantizeLinear",
-            "DynamicQuantizeLinear",
-            "ConvInteger",
-            "MatMulInteger",
-            "QLinearConv",
-            "QLinearMatMul",
-        )
-    },
+    **quantized.CONVERTERS,
 }
 
 
@@ -447,6 +318,12 @@ def convert(g: Graph) -> tuple[list, tuple]:
     if out is None:
         if g.output in b.consts:
             raise UnsupportedModelError(f"{g.where}: the output '{g.output}' is a constant")
+        if g.output in b.ints:
+            raise UnsupportedModelError(
+                f"{g.where}: the output '{g.output}' is the {b.ints[g.output].kind.replace('_', ' ')} of a "
+                "quantization, not float values: a model lenet runs ends in float scores (DequantizeLinear, or "
+                "Cast and Mul by the scales, after the integer operators)"
+            )
         raise ModelFileError(f"{g.where}: the output '{g.output}' is not produced by any node")
     if out.record < 0:
         raise UnsupportedModelError(f"{g.where}: the model computes nothing (its output is its input)")

@@ -82,7 +82,46 @@ def _arith(b: Builder, n: Node, a: list) -> np.ndarray:
     return _ARITH[n.op](a[0], a[1])
 
 
+def _axis_shape(n: Node, x: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """a (one value, or one per slice along the node's axis of x) shaped to broadcast on x."""
+    a = np.asarray(a)
+    if a.size == 1:
+        return a.reshape(())
+    axis = int(attr(n, "axis", 1))
+    axis = axis + x.ndim if axis < 0 else axis
+    if not 0 <= axis < x.ndim or x.shape[axis] != a.size:
+        raise ValueError(f"{a.size} scales or zero points along axis {axis} of shape {list(x.shape)}")
+    return a.reshape([-1 if k == axis else 1 for k in range(x.ndim)])
+
+
+def _dequantize(b: Builder, n: Node, a: list) -> np.ndarray:
+    """DequantizeLinear of constants (a QDQ graph's weights and biases): (x - zero) * scale
+    in float32, as ONNX Runtime computes it."""
+    if int(attr(n, "block_size", 0)):
+        b.fail(n, "blocked quantization (block_size) is not supported")
+    x = a[0]
+    zero = a[2] if len(a) > 2 and a[2] is not None else np.zeros((), np.int64)
+    scale = _axis_shape(n, x, np.asarray(a[1], np.float32))
+    shifted = x.astype(np.int64) - _axis_shape(n, x, zero).astype(np.int64)
+    return shifted.astype(np.float32) * scale
+
+
+def _quantize(b: Builder, n: Node, a: list) -> np.ndarray:
+    """QuantizeLinear of constants (float weights quantized in the graph)."""
+    if int(attr(n, "block_size", 0)):
+        b.fail(n, "blocked quantization (block_size) is not supported")
+    x = np.asarray(a[0], np.float32)
+    zero = a[2] if len(a) > 2 and a[2] is not None else np.zeros((), np.uint8)
+    if zero.dtype.kind not in "iu":
+        b.fail(n, f"quantization to {zero.dtype.name} is not supported")
+    info = np.iinfo(zero.dtype)
+    q = np.rint(x / _axis_shape(n, x, np.asarray(a[1], np.float32))) + _axis_shape(n, x, zero).astype(np.float32)
+    return np.clip(q, info.min, info.max).astype(zero.dtype)
+
+
 _FOLDS: dict[str, Callable] = {
+    "DequantizeLinear": _dequantize,
+    "QuantizeLinear": _quantize,
     "Identity": lambda b, n, a: a[0],
     "Dropout": lambda b, n, a: a[0],
     "Cast": lambda b, n, a: (

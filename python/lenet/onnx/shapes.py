@@ -1,12 +1,13 @@
 """ONNX operators that move or reshape values (Identity, Reshape and Flatten,
-Transpose, Concat, Pad, Cast) and the quantized ones refused: converters of ops.py's
-table, onto the same layer records."""
+Transpose, Concat, Pad, Cast): converters of ops.py's table, onto the same layer
+records."""
 
 from __future__ import annotations
 
 import math
 
 from ..errors import ModelFileError
+from . import quantized
 from .builder import Builder, Val, image, zero_pad
 from .graph import BATCH, Node, attr, ints
 
@@ -166,14 +167,8 @@ def pad(b: Builder, n: Node) -> None:
 
 
 def cast(b: Builder, n: Node) -> None:
+    if quantized.cast(b, n):
+        return
     if int(attr(n, "to", 1)) != 1:  # TensorProto.FLOAT
         b.fail(n, f"a cast of a computed value to type {attr(n, 'to')} is not supported (to float is)")
     identity(b, n)
-
-
-def quantized(b: Builder, n: Node) -> None:
-    b.fail(
-        n,
-        "quantized graphs (QuantizeLinear, DynamicQuantizeLinear, ConvInteger, MatMulInteger, QLinear*) are "
-        "not supported: the engine computes in float32; load the float model the quantized one came from",
-    )
