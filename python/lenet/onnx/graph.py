@@ -111,7 +111,8 @@ def read(path: Path, where: str) -> Graph:
         if n.domain not in ("", "ai.onnx"):
             raise UnsupportedModelError(
                 f"{where}: node '{n.name or i}' ({n.op_type}) of domain '{n.domain}' is not supported "
-                "(the standard ONNX operators are)"
+                "(the standard ONNX operators are; a file ONNX Runtime saved after optimizing the graph holds "
+                "its own com.microsoft operators: export or save the model without that optimization)"
             )
         attrs = {}
         for a in n.attribute:

@@ -312,7 +312,11 @@ def convert(g: Graph) -> tuple[list, tuple]:
             continue
         fn = CONVERTERS.get(n.op)
         if fn is None:
-            raise UnsupportedModelError(f"{g.where_node(n)}: the operator {n.op} is not supported")
+            raise UnsupportedModelError(
+                f"{g.where_node(n)}: the operator {n.op} is not supported; lenet runs "
+                f"{', '.join(sorted(CONVERTERS))} (and folds what depends on constants alone): export the "
+                "model with those operators, or run it in ONNX Runtime"
+            )
         fn(b, n)
     out = b.vals.get(g.output)
     if out is None:
