@@ -385,6 +385,22 @@ def test_shipped_names():
         lk.shipped_weights("nope")
 
 
+@pytest.mark.parametrize("layout", ["installed", "checkout"])
+def test_shipped_weights_are_found_installed_and_in_an_editable_checkout(layout, tmp_path, monkeypatch):
+    """A wheel holds lenet/weights/; an editable install runs the checkout's python/lenet/,
+    whose shipped files are the checkout's weights/."""
+    package = tmp_path / "python" / "lenet"
+    (package / "keras").mkdir(parents=True)
+    folder = package / "weights" if layout == "installed" else tmp_path / "weights"
+    folder.mkdir()
+    (folder / "lenet5.h5").write_bytes(b"")
+    monkeypatch.setattr(lk, "__file__", str(package / "keras" / "__init__.py"))
+    assert lk.shipped_weights("lenet5") == folder / "lenet5.h5"
+    (folder / "lenet5.h5").unlink()
+    with pytest.raises(ModelFileError, match="missing from the installation"):
+        lk.shipped_weights("lenet5")
+
+
 def test_float64_and_float16_weights_are_cast(fixtures, tmp_path):
     fx = fixture(fixtures, "k2_testnet")
     p = copy(fx.weights, tmp_path)

@@ -153,9 +153,9 @@ private:
 };
 
 // ONNX's quantization and its dequantization, each sample on its own (quantize_math.h).
-class Quantize : public Kernel {
+class QuantizeKernel : public Kernel {
 public:
-    explicit Quantize(const Step& s) : s_(s) {}
+    explicit QuantizeKernel(const Step& s) : s_(s) {}
     void run(Inputs x, float* y, int n, ThreadPool*) override {
         if (s_.op == OpKind::quantize) return quantize_samples(s_, x[0], y, n);
         const int64_t c = s_.out.c;  // NHWC: the channel is the fastest axis
@@ -202,7 +202,7 @@ std::unique_ptr<Kernel> make_elementwise(const Step& s) {
         case OpKind::merge: return std::make_unique<MergeKernel>(s);
         case OpKind::layer_norm: return std::make_unique<LayerNorm>(s);
         case OpKind::quantize:
-        case OpKind::dequantize: return std::make_unique<Quantize>(s);
+        case OpKind::dequantize: return std::make_unique<QuantizeKernel>(s);
         case OpKind::pad2d: return std::make_unique<Pad2d>(s);
         default: return nullptr;
     }

@@ -42,10 +42,14 @@ def shipped_weights(name: str) -> Path:
     """Path of the shipped full-model file of ``name`` (one of ``SHIPPED_MODELS``)."""
     if name not in SHIPPED_MODELS:
         raise ModelFileError(f"unknown shipped model {name!r}; the shipped models are {', '.join(SHIPPED_MODELS)}")
-    path = Path(__file__).resolve().parent.parent / "weights" / f"{name}.h5"
-    if not path.is_file():
-        raise ModelFileError(f"{path}: the shipped model file {name!r} is missing from the installation")
-    return path
+    package = Path(__file__).resolve().parent.parent
+    # Installed: the package's weights/ (CMake installs them there). An editable install runs
+    # the checkout's python/lenet/, beside which the checkout keeps them: weights/.
+    for folder in (package / "weights", package.parent.parent / "weights"):
+        if (folder / f"{name}.h5").is_file():
+            return folder / f"{name}.h5"
+    path = package / "weights" / f"{name}.h5"
+    raise ModelFileError(f"{path}: the shipped model file {name!r} is missing from the installation")
 
 
 def read_model(path: PathLike, arch: Any = None) -> ModelSpec:
