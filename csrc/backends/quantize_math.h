@@ -30,20 +30,44 @@ LENET_HOST_DEVICE Quantization dynamic_quantization(float lo, float hi) {
     return q;
 }
 
+// v rounded half to even, for |v| < 2^22 (limits::kQuantized): 1.5 * 2^23 added leaves no
+// fraction bits, the addition rounding as the FPU does (to nearest, ties to even), and taken
+// away again exactly. rintf's own result, without the library call it is on a baseline x86
+// build (no SSE4.1 roundss), so the loops below vectorize.
+LENET_HOST_DEVICE float round_half_even(float v) {
+    const float magic = 12582912.f;
+    return (v + magic) - magic;
+}
+
 // x quantized (q.scale > 0): its integer less the zero point, or (integers false) the
-// value that stands for.
+// value that stands for. ONNX Runtime rounds x / scale, adds the zero point and clamps to
+// [lo, hi]; clamping x / scale to [lo - zero, hi - zero] first gives the same integers
+// (the bounds are integers) and keeps the rounding within its range. NaN stays NaN.
 LENET_HOST_DEVICE float quantize(float x, const Quantization& q, bool integers) {
-    const float z = float(q.zero_point);
-    const float v = fminf(fmaxf(rintf(x / q.scale) + z, float(q.lo)), float(q.hi)) - z;
+    const float z = float(q.zero_point), t = x / q.scale;
+    const float lo = float(q.lo) - z, hi = float(q.hi) - z;
+    const float v = round_half_even(t < lo ? lo : (t > hi ? hi : t));
     return integers ? v : v * q.scale;
 }
 
 // The quantization of one sample of `count` values: q itself, or a dynamic one's choice.
 inline Quantization sample_quantization(const float* x, int64_t count, Quantization q) {
     if (!q.dynamic() || count == 0) return q;
-    float lo = x[0], hi = x[0];
-    for (int64_t i = 1; i < count; ++i) lo = fminf(lo, x[i]), hi = fmaxf(hi, x[i]);
-    return dynamic_quantization(lo, hi);
+    // Eight running minima and maxima: independent lanes the compiler vectorizes (one
+    // running pair is a chain of dependent comparisons, a few cycles a value).
+    constexpr int kLanes = 8;
+    float lo[kLanes], hi[kLanes];
+    for (int k = 0; k < kLanes; ++k) lo[k] = hi[k] = x[0];
+    int64_t i = 0;
+    for (; i + kLanes <= count; i += kLanes)
+        for (int k = 0; k < kLanes; ++k) {
+            const float v = x[i + k];
+            lo[k] = v < lo[k] ? v : lo[k];
+            hi[k] = v > hi[k] ? v : hi[k];
+        }
+    for (; i < count; ++i) lo[0] = x[i] < lo[0] ? x[i] : lo[0], hi[0] = x[i] > hi[0] ? x[i] : hi[0];
+    for (int k = 1; k < kLanes; ++k) lo[0] = lo[k] < lo[0] ? lo[k] : lo[0], hi[0] = hi[k] > hi[0] ? hi[k] : hi[0];
+    return dynamic_quantization(lo[0], hi[0]);
 }
 
 // A quantize step on n samples, in any layout (host code; the GPU reduces in a block).
@@ -55,18 +79,25 @@ inline void quantize_samples(const Step& s, const float* x, float* y, int n) {
     }
 }
 
-// A dequantize step on n samples: sums x (channel c of value i: channel(i)) times the
-// scale of the dynamic quantization of `source` (the step's 2nd input), times scale[c].
-// The two scales are multiplied first, as ONNX Runtime's graph does (Mul of the scales,
-// then Mul of the Cast sums).
-template <class Channel>
-void dequantize_samples(const Step& s, const float* x, const float* source, float* y, int n, Channel channel) {
-    const int64_t size = s.out.size(), source_size = s.ins.at(1).size();
-    std::vector<float> factor(s.scale.size());
+// A dequantize step on n samples: sums x times the scale of the dynamic quantization of
+// `source` (the step's 2nd input), times scale[c] of their channel c; NHWC (channels_last:
+// the channel the fastest axis) or NCHW. The two scales are multiplied first, as ONNX
+// Runtime's graph does (Mul of the scales, then Mul of the Cast sums).
+inline void dequantize_samples(const Step& s, const float* x, const float* source, float* y, int n,
+                               bool channels_last) {
+    const int64_t c = s.out.c, plane = int64_t(s.out.h) * s.out.w, size = c * plane;
+    const int64_t source_size = s.ins.at(1).size();
+    std::vector<float> factor(static_cast<size_t>(c));
     for (int64_t b = 0; b < n; ++b) {
         const Quantization q = sample_quantization(source + b * source_size, source_size, Quantization{});
-        for (size_t c = 0; c < factor.size(); ++c) factor[c] = q.scale * s.scale[c];
-        for (int64_t i = 0; i < size; ++i) y[b * size + i] = x[b * size + i] * factor[channel(i)];
+        for (int64_t k = 0; k < c; ++k) factor[k] = q.scale * s.scale[k];
+        const float* in = x + b * size;
+        float* out = y + b * size;
+        for (int64_t p = 0; p < plane; ++p)
+            for (int64_t k = 0; k < c; ++k) {
+                const int64_t i = channels_last ? p * c + k : k * plane + p;
+                out[i] = in[i] * factor[k];
+            }
     }
 }
 

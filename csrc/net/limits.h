@@ -20,6 +20,6 @@ constexpr int kChannels = 65536;              // channels of any tensor; conv fi
 constexpr int kUnits = 1 << 20;               // Dense units; length of a flat tensor
 constexpr int64_t kParams = 100'000'000;      // weights in the whole model (400 MB of float32)
 constexpr int64_t kActivation = int64_t(1) << 27;  // floats per image in one tensor
-constexpr int kQuantized = 1 << 24;           // |an integer of a quantized graph|: exact in float32
+constexpr int kQuantized = 1 << 22;           // |an integer of a quantized graph| (quantize_math.h)
 
 }  // namespace lenet::limits

@@ -158,8 +158,7 @@ public:
     explicit QuantizeKernel(const Step& s) : s_(s) {}
     void run(Inputs x, float* y, int n, ThreadPool*) override {
         if (s_.op == OpKind::quantize) return quantize_samples(s_, x[0], y, n);
-        const int64_t c = s_.out.c;  // NHWC: the channel is the fastest axis
-        dequantize_samples(s_, x[0], x[1], y, n, [c](int64_t i) { return i % c; });
+        dequantize_samples(s_, x[0], x[1], y, n, true);
     }
 
 private:

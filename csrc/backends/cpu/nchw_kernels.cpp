@@ -193,11 +193,7 @@ public:
                 break;
             }
             case OpKind::quantize: quantize_samples(s, x[0], y, n); break;  // whatever the layout
-            case OpKind::dequantize: {
-                const int64_t c = s.out.c;
-                dequantize_samples(s, x[0], x[1], y, n, [c, plane](int64_t i) { return (i / plane) % c; });
-                break;
-            }
+            case OpKind::dequantize: dequantize_samples(s, x[0], x[1], y, n, false); break;
             case OpKind::concat: {
                 int offset = 0;
                 for (size_t k = 0; k < s.ins.size(); ++k) {
