@@ -3,6 +3,7 @@ handwriting, of the kinds that real images break a reader on.
 
     python tools/photoset/make.py                  # writes tests/data/photoset/
     python tools/photoset/make.py --out DIR --seed 1
+    python tools/photoset/make.py --out DIR --seed 8 --per-kind 0 --numbers-per-kind 80 --kinds number-touching
 
 Nothing here comes from the MNIST test set. The digits are either held-out MNIST
 *training* digits (the 5,000 that tools/train/train.py holds out for checkpoint
@@ -574,6 +575,11 @@ def main(argv=None):
     p.add_argument("--per-kind", type=int, default=20, help="single-digit images per kind (default 20)")
     p.add_argument("--numbers-per-kind", type=int, default=8, help="numbers per kind (default 8)")
     p.add_argument("--seed", type=int, default=2026)
+    p.add_argument(
+        "--kinds",
+        nargs="+",
+        help="make only these kinds (e.g. number-touching); each image is the one the full set would hold",
+    )
     args = p.parse_args(argv)
     held = held_out_digits()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -590,10 +596,14 @@ def main(argv=None):
         for kind, spec in kinds.items():
             for i in range(count):
                 rng = np.random.default_rng([args.seed, len(rows)])
+                if args.kinds and kind not in args.kinds:
+                    rows.append(None)  # its seed stays taken: the others are made as in the full set
+                    continue
                 data, label, source = make(i, kind, spec, held, rng)
                 name = f"{prefix}-{kind.removeprefix('number-')}-{i:02d}.jpg"
                 (args.out / name).write_bytes(data)
                 rows.append({"file": name, "label": label, "kind": kind, "source": source})
+    rows = [r for r in rows if r is not None]
     with open(args.out / "manifest.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, ["file", "label", "kind", "source"])
         writer.writeheader()

@@ -58,9 +58,11 @@ def by_kind(items):
 
 def report(name, s, unsure):
     singles = s["singles"]
-    right = np.array([label == read for _, label, read, *_ in singles])
-    conf = np.array([c for *_, c, _ in singles])
+    right = np.array([label == read for _, label, read, *_ in singles], bool)
+    conf = np.array([c for *_, c, _ in singles], float)
     numbers_right = sum(label == read for _, label, read, *_ in s["numbers"])
+    if not singles:
+        right, conf = np.ones(1, bool), np.ones(1)  # placeholders: the lines on single digits are replaced
     lines = [
         f"## {name}",
         f"single digits: {right.sum()}/{len(right)} ({100 * right.mean():.1f}%); "
@@ -74,6 +76,8 @@ def report(name, s, unsure):
         "| kind | right |",
         "|---|---:|",
     ]
+    if not singles:  # a set of numbers only (make.py --kinds)
+        lines[1:3] = [f"numbers read whole: {numbers_right}/{len(s['numbers'])}"]
     for kind, (ok, n) in list(by_kind(singles).items()) + list(by_kind(s["numbers"]).items()):
         lines.append(f"| {kind} | {ok}/{n} |")
     wrong = [
