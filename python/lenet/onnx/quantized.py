@@ -95,8 +95,8 @@ def quantize(b: Builder, n: Node) -> None:
     zero = b.opt_const(n, 2)
     if zero is not None:
         dtype = zero.dtype
-    else:  # no zero point: opset 21's output_dtype, else uint8
-        dtype = _TYPES.get(int(attr(n, "output_dtype", 2)), np.float32)
+    else:  # no zero point: opset 21's output_dtype (0: unset), else uint8
+        dtype = _TYPES.get(int(attr(n, "output_dtype", 0)) or 2, np.float32)
     lo, hi = _range(b, n, dtype)
     z = 0 if zero is None else int(_scalar(b, n, zero, "zero point"))
     if not (np.isfinite(scale) and scale > 0):
@@ -107,7 +107,8 @@ def quantize(b: Builder, n: Node) -> None:
 
 def dequantize(b: Builder, n: Node) -> None:
     """DequantizeLinear of a quantization computed here, by its own scale and zero point:
-    the quantize record's output (constants are dequantized when folded)."""
+    the quantize record's output, or for a dynamic one a dequantize record (constants are
+    dequantized when folded)."""
     q = _ints(b, n, 0, "values", "input")
     if q.scale == 0.0:
         s = b.ints.get(n.inputs[1]) if len(n.inputs) > 1 else None
@@ -116,11 +117,10 @@ def dequantize(b: Builder, n: Node) -> None:
         _check_input_zero(b, n, q, 2)
         b.vals[n.outputs[0]] = _dequantized(b, n, q.val, q, np.float32(1))
         return
-    else:
-        s = np.float32(_scalar(b, n, b.const(n, 1, "x_scale"), "scale"))
-        if s != np.float32(q.scale):
-            b.fail(n, f"it dequantizes by scale {s}, its quantization used {q.scale}: not supported")
-        _check_input_zero(b, n, q, 2)
+    s = np.float32(_scalar(b, n, b.const(n, 1, "x_scale"), "scale"))
+    if s != np.float32(q.scale):
+        b.fail(n, f"it dequantizes by scale {s}, its quantization used {q.scale}: not supported")
+    _check_input_zero(b, n, q, 2)
     b.vals[n.outputs[0]] = q.val
 
 
