@@ -121,12 +121,14 @@ def test_a_batch_is_quantized_image_by_image(tmp_path):
 
 def _qdq_model(tmp_path, dtype, scale, zero):
     """x -> QuantizeLinear -> DequantizeLinear (static scale and zero point of `dtype`)."""
-    elem = TensorProto.UINT8 if dtype == np.uint8 else TensorProto.INT8
+    zin = ["z"] if zero is not None else []  # no zero point: uint8, 0
     nodes = [
-        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quant"),
-        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dequant"),
+        helper.make_node("QuantizeLinear", ["x", "s"] + zin, ["q"], name="quant"),
+        helper.make_node("DequantizeLinear", ["q", "s"] + zin, ["y"], name="dequant"),
     ]
-    inits = [numpy_helper.from_array(np.float32(scale), "s"), numpy_helper.from_array(np.array(zero, dtype), "z")]
+    inits = [numpy_helper.from_array(np.float32(scale), "s")]
+    if zero is not None:
+        inits.append(numpy_helper.from_array(np.array(zero, dtype), "z"))
     g = helper.make_graph(
         nodes,
         "qdq",
@@ -134,7 +136,6 @@ def _qdq_model(tmp_path, dtype, scale, zero):
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16])],
         inits,
     )
-    assert elem
     p = tmp_path / f"qdq_{np.dtype(dtype).name}.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), str(p))
     return p
@@ -155,7 +156,7 @@ def _edge_rows(scale):
     ).astype(np.float32)
 
 
-@pytest.mark.parametrize("dtype,zero", [(np.uint8, 128), (np.uint8, 0), (np.int8, 0), (np.int8, -5)])
+@pytest.mark.parametrize("dtype,zero", [(np.uint8, 128), (np.uint8, 0), (np.uint8, None), (np.int8, 0), (np.int8, -5)])
 def test_static_quantization_is_onnx_runtimes_bit_for_bit(tmp_path, dtype, zero):
     p = _qdq_model(tmp_path, dtype, 0.05, zero)
     x = _edge_rows(0.05)
