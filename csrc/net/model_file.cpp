@@ -293,15 +293,18 @@ std::string model_file_bytes(const ModelFile& m) {
     w.le<uint32_t>(uint32_t(m.input.size()));
     for (auto d : m.input) w.le<int64_t>(d);
     w.le<uint32_t>(uint32_t(m.layers.size()));
+    const LayerSpec defaults;
     for (const auto& l : m.layers) {
         uint32_t fields = 0;
-#define LENET_COUNT_FIELD(type, f, init, doc) ++fields;
+#define LENET_COUNT_FIELD(type, f, init, doc) fields += !(l.f == defaults.f);
         LENET_LAYER_FIELDS(LENET_COUNT_FIELD)
 #undef LENET_COUNT_FIELD
         w.le<uint32_t>(fields);
 #define LENET_WRITE_FIELD(type, f, init, doc) \
-    w.str(#f);                                \
-    w.field(l.f);
+    if (!(l.f == defaults.f)) {               \
+        w.str(#f);                            \
+        w.field(l.f);                         \
+    }
         LENET_LAYER_FIELDS(LENET_WRITE_FIELD)
 #undef LENET_WRITE_FIELD
         w.le<uint32_t>(uint32_t(l.weights.size()));

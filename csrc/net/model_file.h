@@ -16,7 +16,9 @@
 //     fields   u32 count, then per field: str name, u8 type, value
 //                type 0 str; 1 i32; 2 f32; 3 u8 (bool); 4 u32 n + n x i32 (lists, Int2, Int4)
 //              fields are named, so that a field this reader lacks is an error naming
-//              it and a field the file lacks keeps its default (LENET_LAYER_FIELDS)
+//              it and a field the file lacks keeps its default (LENET_LAYER_FIELDS);
+//              a field at its default is not written, so a model that uses no field
+//              added since a lenet was released reads in that lenet
 //     weights  u32 count, then per weight: str name, u32 rank, rank x i64 dims,
 //              then prod(dims) x f32 in row-major order
 //   end        8 bytes  "LENETEND"; nothing may follow

@@ -173,6 +173,15 @@ def test_an_unknown_field_and_a_field_of_the_wrong_type(saved, tmp_path):
         lenet.load(p)
 
 
+def test_fields_at_their_default_are_not_written(saved):
+    """So that a model using no field added since a release reads in that release: the
+    quantization fields (issue 43) are absent from a float model's file."""
+    data = saved.read_bytes()
+    for field in (b"quant_scale", b"zero_point", b"quant_range", b"integers", b"interpolation"):
+        assert field not in data
+    assert b"\x04\x00\x00\x00kind" in data and b"\x07\x00\x00\x00filters" in data
+
+
 def test_names_that_are_not_utf8(saved, tmp_path):
     """Found by the lenet-bytes fuzzer: a name Python cannot read as text."""
     data = saved.read_bytes()
