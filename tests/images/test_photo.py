@@ -433,6 +433,22 @@ def test_cut_paths_pass_between_touching_digits():
     assert all(n >= 2 for _, n in images.number._cut_paths(p, int(label), 100.0))
 
 
+def test_a_bowed_stroke_is_told_from_a_straight_one():
+    """``_bend``: a straight stroke, upright or slanted, bows about 0 MNIST pixels; an
+    arc of a 0 (its left or right half) 2 or more, either way."""
+
+    def drawn(points):
+        img = np.zeros((28, 28), np.float32)
+        cv2.polylines(img, [np.array(points, np.int32)], False, 255.0, 2)
+        return img
+
+    assert abs(images.number._bend(drawn([(14, 4), (14, 24)]))) < 0.3
+    assert abs(images.number._bend(drawn([(18, 4), (10, 24)]))) < 0.3
+    arc = [(int(14 + 6 * np.cos(a)), int(14 + 10 * np.sin(a))) for a in np.linspace(-np.pi / 2, np.pi / 2, 12)]
+    assert images.number._bend(drawn(arc)) < -2  # a ")"
+    assert images.number._bend(drawn([(28 - x, y) for x, y in arc])) > 2  # a "("
+
+
 # ------------------------------------------------------------------ modes and the API
 
 
