@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from keras_fixtures import keras_predict
+from keras_fixtures import distribution, keras_predict
 
 
 def _float64_config(c: Any) -> Any:
@@ -47,24 +47,9 @@ def closeness(model, engine, x: np.ndarray) -> dict:
     keras32 = keras_predict(model, x).astype(np.float64)
     exact = float64_predict(model, x)
     kind = engine.model.network.output_kind
-    to_p = _probabilities(kind)
-    k32, k64 = to_p(keras32), to_p(exact)
+    k32, k64 = distribution(keras32, kind), distribution(exact, kind)
     return {
         "lenet_vs_keras": float(np.abs(lenet - k32).max()),
         "lenet_vs_float64": float(np.abs(lenet - k64).max()),
         "keras_vs_float64": float(np.abs(k32 - k64).max()),
     }
-
-
-def _probabilities(kind: str):
-    def convert(y: np.ndarray) -> np.ndarray:
-        if kind == "softmax":
-            return y
-        if kind == "log_softmax":
-            return np.exp(y)
-        if kind == "sigmoid":
-            return y / y.sum(axis=1, keepdims=True)
-        e = np.exp(y - y.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
-
-    return convert

@@ -93,6 +93,21 @@ def softmax(z: np.ndarray) -> np.ndarray:
     return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
 
 
+def distribution(y: np.ndarray, kind: str) -> np.ndarray:
+    """What predict_proba and every Result give for a model's outputs y (docs/python.md):
+    softmax as is, log-softmax exponentiated, sigmoids divided by their sum, anything else
+    softmaxed; in float64."""
+    y = np.asarray(y, np.float64)
+    if kind == "softmax":
+        return y
+    if kind == "log_softmax":
+        return np.exp(y)
+    if kind == "sigmoid":
+        return y / y.sum(axis=1, keepdims=True)
+    e = np.exp(y - y.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
 def load_mnist_test(n: Optional[int] = None):
     """(images uint8 (n, 28, 28), labels uint8 (n,)) of the MNIST test set, or None
     when MNIST_DIR does not hold it."""

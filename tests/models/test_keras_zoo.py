@@ -30,7 +30,7 @@ keras = pytest.importorskip("keras")
 
 import keras1_files as k1  # noqa: E402
 import keras_zoo as kz  # noqa: E402
-from keras_fixtures import MNIST_DIR, softmax  # noqa: E402
+from keras_fixtures import MNIST_DIR, distribution  # noqa: E402
 
 import lenet  # noqa: E402
 from lenet.keras import layers as keras_layers  # noqa: E402
@@ -60,18 +60,6 @@ def assert_parity(got, want, what):
         decisive = kz.decisive_rows(want, TOL)
         wrong = np.flatnonzero(decisive & (got.argmax(1) != want.argmax(1)))
         assert wrong.size == 0, f"{what}: argmax differs from Keras on rows {wrong[:10].tolist()}"
-
-
-def distribution(y, kind):
-    """Result.probabilities of outputs y (the documented rule)."""
-    y = np.asarray(y, dtype=np.float64)
-    if kind == "softmax":
-        return y.astype(np.float32)
-    if kind == "log_softmax":
-        return np.exp(y).astype(np.float32)
-    if kind == "sigmoid":
-        return (y / y.sum(axis=1, keepdims=True)).astype(np.float32)
-    return softmax(y)
 
 
 @pytest.fixture(scope="session")

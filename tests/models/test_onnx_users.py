@@ -19,7 +19,7 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 import onnx_reference  # noqa: E402
-from keras_fixtures import load_mnist_test  # noqa: E402
+from keras_fixtures import distribution, load_mnist_test  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import lenet  # noqa: E402
@@ -47,19 +47,6 @@ ENDINGS = {
     "mlp": "scores",
     "tf2onnx_flatten_28x28": "scores",
 }
-
-
-def distribution(y, kind):
-    """The documented rule (docs/python.md): what predict_proba and every Result give."""
-    y = np.asarray(y, np.float64)
-    if kind == "softmax":
-        return y
-    if kind == "log_softmax":
-        return np.exp(y)
-    if kind == "sigmoid":
-        return y / y.sum(axis=1, keepdims=True)
-    e = np.exp(y - y.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
 
 
 def ort_outputs(path, x, batch_axis):

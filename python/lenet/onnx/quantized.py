@@ -142,22 +142,17 @@ def _weight_ints(b: Builder, n: Node, i: int, zero_i: int, axis: int) -> np.ndar
     return (w - (0 if z is None else z.astype(np.int64))).astype(np.float32)
 
 
-def conv_integer(b: Builder, n: Node) -> None:
-    """ConvInteger over a DynamicQuantizeLinear's integers: a float conv on its values."""
+def integer_layer(b: Builder, n: Node) -> None:
+    """ConvInteger (weights OIHW, a zero point per output channel O) or MatMulInteger
+    (weights (in, out), one per column) of a DynamicQuantizeLinear's integers by constant
+    integers: a conv2d / dense record on them whose sums are exact."""
     q = _ints(b, n, 0, "values", "input")
     _dynamic_only(b, n, q)
     _check_input_zero(b, n, q, 2)
-    w = _weight_ints(b, n, 1, 3, 0)
-    b.ints[n.outputs[0]] = Ints("sums", q.source, conv_of(b, n, q.val, w, None, integers=True))
-
-
-def matmul_integer(b: Builder, n: Node) -> None:
-    """MatMulInteger of a DynamicQuantizeLinear's integers by constant integers."""
-    q = _ints(b, n, 0, "values", "input")
-    _dynamic_only(b, n, q)
-    _check_input_zero(b, n, q, 2)
-    w = _weight_ints(b, n, 1, 3, 1)
-    b.ints[n.outputs[0]] = Ints("sums", q.source, dense_of(b, n, q.val, w, None, integers=True))
+    conv = n.op == "ConvInteger"
+    w = _weight_ints(b, n, 1, 3, 0 if conv else 1)
+    emit = conv_of if conv else dense_of
+    b.ints[n.outputs[0]] = Ints("sums", q.source, emit(b, n, q.val, w, None, integers=True))
 
 
 def _dynamic_only(b: Builder, n: Node, q: Ints) -> None:
@@ -223,7 +218,7 @@ CONVERTERS = {
     "DynamicQuantizeLinear": dynamic_quantize,
     "QuantizeLinear": quantize,
     "DequantizeLinear": dequantize,
-    "ConvInteger": conv_integer,
-    "MatMulInteger": matmul_integer,
+    "ConvInteger": integer_layer,
+    "MatMulInteger": integer_layer,
     **{op: qoperator for op in ("QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QGemm")},
 }
