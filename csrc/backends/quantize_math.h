@@ -4,11 +4,11 @@
 // A dynamic quantization takes its scale from the sample's range widened to hold 0
 // (1 when the range is empty, all zeros) and its zero point from where 0 falls.
 //
-// Why float32 suffices for the integer layers that read these values: a quantized
-// convolution's sums (ConvInteger) are integers below 2^24 for LeNet's sizes (a 5x5x16
-// window of 255 x 127 products: 10^7), so the same products of integer-valued floats
-// are exact up to the one rounding of each value times its scale; a dense layer's
-// longer sums carry float32's usual rounding, as its float model does.
+// Why float32 suffices for the integer layers that read a dynamic quantization's
+// integers: a quantized convolution's sums (ConvInteger) are integers below 2^24 for
+// LeNet's sizes (a 5x5x16 window of 255 x 127 products: 10^7), exact as sums of
+// integer-valued floats; the dequantize step then applies the scales as ONNX Runtime
+// does. A dense layer's longer sums may pass 2^24 and then round as float32 does.
 #pragma once
 
 #include <math.h>

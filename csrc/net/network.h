@@ -122,10 +122,10 @@ enum class Merge { add, subtract, multiply, average, maximum, minimum };
 
 // ONNX's QuantizeLinear then DequantizeLinear, the values a quantized graph's integers
 // stand for, in float32: x -> (clamp(round_half_even(x / scale) + zero_point, lo, hi) -
-// zero_point) * scale. A graph's integer convolutions and matrix products are then float
-// ones on these values (backends/quantize_math.h says how close). scale 0: each sample
-// chooses its own, as DynamicQuantizeLinear does over the whole tensor it is given (its
-// range widened to hold 0, over hi - lo steps; a graph exported for one image at a time).
+// zero_point) * scale (or, for Step::integers, the integers less the zero point alone).
+// scale 0: each sample chooses its own, as DynamicQuantizeLinear does over the whole
+// tensor it is given (its range widened to hold 0, over hi - lo steps; a graph exported
+// for one image at a time). backends/quantize_math.h computes it.
 struct Quantization {
     float scale = 0.f;
     int zero_point = 0, lo = 0, hi = 255;
@@ -151,11 +151,12 @@ struct Step {
     std::vector<float> bias;             // conv, dense: one per output channel (zeros if none)
     std::vector<float> scale, shift;     // affine: y = x * scale[c] + shift[c]; prelu: scale = alpha, (h, w, c);
                                          // layer_norm: gamma, beta
-    Quantization quant;   // quantize, dequantize
+    // quantize: its Quantization. dequantize: y = x * (s * scale[c]), s the scale a dynamic
+    // quantization of its 2nd input chooses for each sample (as the quantize step did).
+    Quantization quant;
     // quantize: gives q - zero_point (integers), not the values; conv2d / dense: integer
     // inputs and weights, summed exactly (no Winograd, FFT or TF32: LeNet's sums stay below
-    // 2^24, exact in float32). dequantize: y = x * (scale of its 2nd input * scale[c]), the
-    // scale the dynamic quantization of that input chose, per sample, as quantize chose it.
+    // 2^24, exact in float32).
     bool integers = false;
     float epsilon = 0.f;  // layer_norm: each pixel's channels normalized, (x - mean) / sqrt(var + eps)
     Merge merge = Merge::add;

@@ -110,8 +110,11 @@ __global__ void dequantize(const float* x, const float* source, float* y, int n,
         float l, h;
         sample_range(source + b * source_size, source_size, lo, hi, &l, &h);
         const float s = dynamic_quantization(l, h).scale;
-        for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
-            y[b * size + i] = x[b * size + i] * __fmul_rn(s, scale[(i / plane) % d.c]);
+        for (int c = 0; c < d.c; ++c) {  // channel by channel: no division per value
+            const float factor = __fmul_rn(s, scale[c]);
+            const int64_t at = b * size + c * plane;
+            for (int64_t p = threadIdx.x; p < plane; p += blockDim.x) y[at + p] = x[at + p] * factor;
+        }
     }
 }
 

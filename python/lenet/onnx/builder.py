@@ -24,9 +24,10 @@ class Val:
 class Ints:
     """A tensor of a quantized graph that is not a value of the network (quantized.py):
     the integers of a quantization ("values"; ``val`` is its record, which gives (q -
-    zero) * scale, or q - zero for a dynamic one), a dynamic quantization's "scale" (times the constant ``factor``) or
-    "zero_point", or the integer "sums" of ConvInteger / MatMulInteger (``val`` gives
-    them times their input's scale). ``source`` names the quantization it belongs to."""
+    zero) * scale, or q - zero for a dynamic one), a dynamic quantization's "scale"
+    (times the constant ``factor``) or "zero_point", or the integer "sums" of ConvInteger
+    / MatMulInteger (``val`` gives them, exact). ``source`` names the quantization it
+    belongs to."""
 
     kind: str
     source: str

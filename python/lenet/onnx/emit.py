@@ -100,7 +100,7 @@ def dense_of(b: Builder, n: Node, v: Val, kernel: np.ndarray, bias: Optional[np.
 # --------------------------------------------------------------------- per channel
 
 
-def _channels(v: Val) -> int:
+def channels_of(v: Val) -> int:
     return v.shape[0] if len(v.shape) == 3 else v.shape[-1]
 
 
@@ -131,7 +131,7 @@ def affine_of(b: Builder, n: Node, v: Val, scale: Any, shift: Any) -> Val:
     with mean 0, variance 1 and epsilon 0: exactly x * gamma + beta)."""
     if np.ndim(scale) == 0 and np.ndim(shift) == 0:
         return b.emit(n, "rescaling", [v], v.shape, v.batched, scale=float(scale), offset=float(shift))
-    ch = _channels(v)
+    ch = channels_of(v)
     gamma = np.broadcast_to(np.asarray(scale, np.float64), (ch,)).astype(np.float32)
     beta = np.broadcast_to(np.asarray(shift, np.float64), (ch,)).astype(np.float32)
     return b.emit(

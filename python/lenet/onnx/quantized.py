@@ -30,7 +30,7 @@ import numpy as np
 
 from ..errors import ModelFileError
 from .builder import Builder, Ints, Val
-from .emit import conv_of, dense_of, per_channel
+from .emit import channels_of, conv_of, dense_of, per_channel
 from .graph import Node, attr
 
 # ONNX's element types of quantized tensors that the core takes (TensorProto numbers).
@@ -200,8 +200,7 @@ def _dequantized(b: Builder, n: Node, sums: Val, q: Ints, factor: np.ndarray) ->
     """sums times the scale q's dynamic quantization chose (per sample, from q.input)
     times factor (one value, or one per channel of sums): a dequantize record."""
     per = per_channel(b, n, sums, factor)
-    channels = sums.shape[0] if len(sums.shape) == 3 else sums.shape[-1]
-    scale = np.broadcast_to(factor.reshape(()) if per is None else per, (channels,)).astype(np.float32)
+    scale = np.broadcast_to(factor.reshape(()) if per is None else per, (channels_of(sums),)).astype(np.float32)
     return b.emit(n, "dequantize", [sums, q.input], sums.shape, sums.batched, weights={"scale": scale})
 
 
