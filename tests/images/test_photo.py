@@ -313,6 +313,17 @@ def test_faint_ballpoint_is_read(engine):
     assert engine.infer(img, mode="photo").digit == 3
 
 
+def test_fainter_ballpoint_on_a_blank_looking_page_is_read(engine):
+    """Pale blue ink darkening the paper by 10%, below the 12% floor: the page has no
+    ink at first, and its second look (page.FAINT_FLOOR, 9%) finds the digit, which
+    stands far above the noise ("no digit found" before)."""
+    clean = page(ink_of(3, 100), size=(300, 300), at=(100, 110), ink=(212, 217, 233))
+    gray = cv2.cvtColor(clean, cv2.COLOR_RGB2GRAY)
+    assert 0.09 < 1 - gray.min() / gray.max() < 0.11
+    noisy = np.clip(clean + np.random.default_rng(3).normal(0, 1.5, clean.shape), 0, 255).astype(np.uint8)
+    assert engine.infer(noisy, mode="photo").digit == 3
+
+
 def test_blank_photo_like_pages_have_no_digit(engine):
     """Photos with the desk beside the page, scans, drawings and boards with nothing
     on them (photo_fixtures): no digit, whether read as a digit or as a number."""
