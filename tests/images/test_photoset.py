@@ -36,6 +36,10 @@ MIN_KIND = 0.85
 # issue 34 read 57/60 (rounded tops 17/20, read as 9) and 14/16 numbers; fine-tuned with
 # rounded and retraced 4s among the styles (tools/train/styles.py), 60/60 and 16/16.
 MIN_ROUND3_KIND, MIN_ROUND3_NUMBERS = 19, 15
+# Issue 45's goals on the whole set: single digits 98.5% (454/460 at the commit that
+# met it: 453 before page.FAINT_FLOOR), touching numbers 75% (6/8: 5 before
+# number.CROSSING 0.4). One image of slack each, for another machine's float rounding.
+MIN_ALL_SINGLES, MIN_TOUCHING = 453, 5
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +70,11 @@ def test_handwriting_styles_and_conditions(scored):
     assert whole >= MIN_STYLED_NUMBERS, f"{whole}/{len(numbers)}"
 
 
+def test_single_digits_of_every_kind(scored):
+    right = sum(label == read for _, label, read, *_ in scored["singles"])
+    assert len(scored["singles"]) == 460 and right >= MIN_ALL_SINGLES, f"{right}/460"
+
+
 def test_a_4_in_every_way_people_write_it(scored):
     """Issue 45: a closed 4 with a rounded top was read as 9 in real photos, and one gone
     over twice as "69"."""
@@ -94,7 +103,7 @@ def test_numbers_under_a_shadow_and_underlined(scored, kind):
 def test_touching_digits(scored):
     # 0 of 8 before the ink prior and the digit bonus of read_number (4 of 8 after).
     ok, n = score.by_kind(scored["numbers"])["number-touching"]
-    assert ok >= 3, f"number-touching: {ok}/{n}"
+    assert ok >= MIN_TOUCHING, f"number-touching: {ok}/{n}"
 
 
 def test_blank_photo_like_pages_are_mostly_no_digit():
