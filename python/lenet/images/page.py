@@ -138,8 +138,8 @@ STROKE_CONTRAST, DIM_CONTRAST, EDGE_STEP = 0.12, 0.15, 0.2
 # then takes it for paper, inpaints over nothing, and no ink is left ("no digit
 # found" for 5 of 40 defocused digits of a photo-like set, whose ink peaked 1-10%
 # below the floor). A page with no ink has its paper estimated again with everything
-# darker by FAINT_MASK of the contrast masked as possible ink; what is ink is decided
-# as before (the contrast), but the ink must stand FAINT_NOISE standard deviations of
+# darker by FAINT_MASK of the contrast masked as possible ink; the ink must darken the
+# paper by FAINT_FLOOR (below) and stand FAINT_NOISE standard deviations of
 # the noise above the paper, not NOISE: masking that shallow also masks slopes of
 # uneven light, where the paper inpainted from a patch's brighter rim leaves a
 # darkening that is no stroke (a blank lit page: 7-12 sd; the faint and defocused
@@ -152,8 +152,8 @@ FAINT_MASK, FAINT_NOISE = 0.4, 15
 # STROKE_CONTRAST): standing FAINT_NOISE out already tells it from texture and light,
 # and a thin pale ballpoint stroke darkens 9-12%. Blank photo-like pages that reach the
 # retry (make.py's kinds, seeds 97-99: 181 of 330) peak at 6% at most (heavy JPEG); of
-# 1,200 faint and defocused digits at seed 12, "no digit found" 9 -> 3 (0.08 read the
-# same, 0.12 is the old floor).
+# 1,200 faint and defocused digits at seed 12, "no digit found" 9 -> 3 and 2 more read
+# right (0.08 read as many right).
 FAINT_FLOOR = 0.09
 # A component at the border that is a single run of ink across it in this share of its
 # rows is a band (a line, a shadow's edge), not a digit with loops or forks.
@@ -335,7 +335,7 @@ class Page:
         self._gray = p
         c = _coarse(p)
         self.contrast = stroke_contrast(c if self.dark else 255 - c)
-        coarse, noise_sd, floor = self._paper(c, p, self.contrast), NOISE, self.contrast  # (FAINT_FLOOR)
+        coarse, noise_sd, floor = self._paper(c, p, self.contrast), NOISE, self.contrast
         try:
             self._threshold(p, coarse, noise_sd, floor)
         except InputError:  # nothing reaches the contrast: faint strokes taken for paper? (FAINT_MASK)
