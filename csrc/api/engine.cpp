@@ -53,8 +53,35 @@ int available_cpus() {
 struct Engine::Impl {
     std::unique_ptr<Executor> executor;
     float input_scale = 1.f;
+    std::vector<double> mean, std_dev;
+    // A normalized model's input per pixel value and channel (256 x channels), computed as
+    // Python's Preprocessing.table computes it; empty for a model that is not normalized.
+    std::vector<float> table;
+    int64_t channels = 1;
+    bool channels_first = false;  // each channel's values one run of input_size / channels
     std::string name, source;
     int64_t input_size = 0, classes = 0;
+
+    void normalize(const std::string& path) {
+        const auto& shape = executor->network().input_shape();
+        if (shape.size() == 3) {
+            channels_first = executor->network().channels_first();
+            channels = channels_first ? shape[0] : shape[2];
+        }
+        if (mean.size() != 1 && int64_t(mean.size()) != channels)
+            throw ModelFileError(path + ": a normalization for " + number_str(mean.size()) +
+                                 " channels, but the model's input " + tuple_str(shape) + " has " +
+                                 number_str(channels));
+        table.resize(size_t(256 * channels));
+        for (int v = 0; v < 256; ++v)
+            for (int64_t c = 0; c < channels; ++c) {
+                const size_t k = mean.size() == 1 ? 0 : size_t(c);
+                // Stored, so that the compiler may not fuse the product into the
+                // subtraction: numpy rounds it first.
+                volatile float scaled = float(v) * input_scale;
+                table[size_t(v * channels + c)] = (scaled - float(mean[k])) / float(std_dev[k]);
+            }
+    }
 };
 
 Engine::Engine(const std::string& model_path, const EngineOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -64,6 +91,9 @@ Engine::Engine(const std::string& model_path, const EngineOptions& options) : im
     if (o.threads == 0) o.threads = std::min(available_cpus(), 1024);
     impl_->executor = api::executor_open(network, o);
     impl_->input_scale = float(file.input_scale);
+    impl_->mean = std::move(file.mean);
+    impl_->std_dev = std::move(file.std_dev);
+    if (!impl_->mean.empty()) impl_->normalize(model_path);
     impl_->name = std::move(file.name);
     impl_->source = model_path;
     impl_->input_size = network->input().d.size();
@@ -78,6 +108,8 @@ const std::vector<int64_t>& Engine::input_shape() const { return impl_->executor
 int64_t Engine::input_size() const { return impl_->input_size; }
 int64_t Engine::classes() const { return impl_->classes; }
 float Engine::input_scale() const { return impl_->input_scale; }
+const std::vector<double>& Engine::mean() const { return impl_->mean; }
+const std::vector<double>& Engine::std_dev() const { return impl_->std_dev; }
 const std::string& Engine::name() const { return impl_->name; }
 const std::string& Engine::source() const { return impl_->source; }
 
@@ -108,8 +140,18 @@ std::vector<float> Engine::predict_proba(const std::vector<float>& x) const {
 std::vector<float> Engine::predict_proba_pixels(const std::vector<uint8_t>& pixels) const {
     const int64_t n = inputs_in(pixels.size(), impl_->input_size, input_shape(), "predict_proba_pixels");
     std::vector<float> probs(size_t(n * impl_->classes));
-    impl_->executor->run(Executor::Input{nullptr, pixels.data(), impl_->input_scale}, probs.data(), n,
-                         Executor::Output::probabilities);
+    if (impl_->table.empty()) {
+        impl_->executor->run(Executor::Input{nullptr, pixels.data(), impl_->input_scale}, probs.data(), n,
+                             Executor::Output::probabilities);
+        return probs;
+    }
+    const int64_t size = impl_->input_size, channels = impl_->channels, run = size / channels;
+    std::vector<float> x(pixels.size());
+    for (size_t i = 0; i < pixels.size(); ++i) {
+        const int64_t at = int64_t(i) % size, c = impl_->channels_first ? at / run : at % channels;
+        x[i] = impl_->table[size_t(pixels[i] * channels + c)];
+    }
+    predict_proba(x.data(), n, probs.data());
     return probs;
 }
 

@@ -176,21 +176,24 @@ void bind_network(py::module_& m) {
                 py::gil_scoped_release release;
                 f = model_file_read(path);
             }
-            return py::make_tuple(std::move(f.layers), to_tuple(f.input), f.input_scale, f.name, f.source);
+            return py::make_tuple(std::move(f.layers), to_tuple(f.input), f.input_scale, py::tuple(py::cast(f.mean)),
+                                  py::tuple(py::cast(f.std_dev)), f.name, f.source);
         },
         py::arg("path"),
-        "Reads a .lenet file: (layers, input_shape, input_scale, name, source). ModelFileError naming the file and "
-        "what is wrong.");
+        "Reads a .lenet file: (layers, input_shape, input_scale, mean, std, name, source); mean and std are empty "
+        "for a model that is not normalized. ModelFileError naming the file and what is wrong.");
     m.def(
         "write_model_file",
         [](const std::string& path, std::vector<LayerSpec> layers, const std::vector<int64_t>& input, double scale,
-           const std::string& name, const std::string& source) {
-            ModelFile f{std::move(layers), input, scale, name, source};
+           const std::string& name, const std::string& source, std::vector<double> mean, std::vector<double> std_dev) {
+            ModelFile f{std::move(layers), input, scale, std::move(mean), std::move(std_dev), name, source};
             py::gil_scoped_release release;
             model_file_write(path, f);
         },
         py::arg("path"), py::arg("layers"), py::arg("input_shape"), py::arg("input_scale"), py::arg("name"),
-        py::arg("source"), "Writes a .lenet file (to a temporary file beside it, then renamed).");
+        py::arg("source"), py::arg("mean") = std::vector<double>{}, py::arg("std") = std::vector<double>{},
+        "Writes a .lenet file (to a temporary file beside it, then renamed); mean and std (per channel, or one for "
+        "every channel) where the model's pixels are normalized.");
     m.def(
         "is_model_file", [](const py::bytes& head) { return is_model_file(std::string_view(head)); }, py::arg("head"),
         "Whether a file's first bytes are a .lenet file's.");

@@ -247,6 +247,22 @@ ModelFile model_file_parse(std::string_view data, const std::string& where) {
     ModelFile m;
     m.input_scale = r.le<double>("the input scale");
     if (!std::isfinite(m.input_scale)) r.fail("the input scale is not a finite number");
+    if (version >= 2) {
+        const auto n = r.le<uint32_t>("the normalization's channel count");
+        if (n < 1 || n > kMaxNormalized)
+            r.fail("a normalization for " + number_str(n) + " channels (1 to " + number_str(kMaxNormalized) + ")");
+        for (auto* values : {&m.mean, &m.std_dev}) {
+            const bool is_std = values == &m.std_dev;
+            for (uint32_t c = 0; c < n; ++c) {
+                const auto v = r.le<double>(is_std ? "the normalization's std" : "the normalization's mean");
+                if (!std::isfinite(v) || (is_std && !(v > 0)))
+                    r.fail(std::string("the normalization's ") + (is_std ? "std" : "mean") + " of channel " +
+                           number_str(c) + " is " + number_str(v) +
+                           (is_std ? ", not a finite number above 0" : ", not a finite number"));
+                values->push_back(v);
+            }
+        }
+    }
     m.name = r.str("the model name");
     m.source = r.str("the source");
     const auto rank = r.count(kMaxRank, "the input rank");
@@ -286,8 +302,18 @@ ModelFile model_file_read(const std::string& path) {
 std::string model_file_bytes(const ModelFile& m) {
     Writer w;
     w.raw(kModelFileMagic, 8);
-    w.le<uint32_t>(kModelFileVersion);
+    if (m.mean.size() != m.std_dev.size() || m.mean.size() > kMaxNormalized)
+        throw ModelFileError(m.source + ": a normalization of " + number_str(m.mean.size()) + " means and " +
+                             number_str(m.std_dev.size()) + " stds cannot be written (1 to " +
+                             number_str(kMaxNormalized) + " of each)");
+    const bool normalized = !m.mean.empty();
+    w.le<uint32_t>(normalized ? 2 : 1);  // version 1 when it can: older lenets read it
     w.le<double>(m.input_scale);
+    if (normalized) {
+        w.le<uint32_t>(uint32_t(m.mean.size()));
+        for (double v : m.mean) w.le<double>(v);
+        for (double v : m.std_dev) w.le<double>(v);
+    }
     w.str(m.name);
     w.str(m.source);
     w.le<uint32_t>(uint32_t(m.input.size()));

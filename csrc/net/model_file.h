@@ -2,13 +2,18 @@
 // ONNX and checked, written out so that C++ can load it without Python (as ncnn's
 // .param/.bin, a TensorRT plan or frugally-deep's JSON). What it holds is exactly what
 // the Network is built from: the layer records (layer.h) with their Keras-layout
-// weights, the model's Keras input shape, plus the pixel scale and the model's name.
+// weights, the model's Keras input shape, plus how pixels are prepared (a scale, and a
+// mean and standard deviation per channel) and the model's name.
 //
-// Format, version 1. Every number little-endian; a "str" is u32 length + bytes:
+// Format, version 2. Every number little-endian; a "str" is u32 length + bytes:
 //
 //   magic      8 bytes  "LENETMDL"
-//   version    u32      1; a file of a newer version is refused, naming both
+//   version    u32      1 or 2; a file of a newer version is refused, naming both
 //   scale      f64      pixels 0..255 are multiplied by it before the network
+//   normalize  (version 2 only) u32 n (1..kMaxNormalized), then n x f64 mean and n x f64
+//              std: (x * scale - mean[c]) / std[c] for channel c, in float32 (one value:
+//              every channel). A model without them is written as version 1, which a
+//              lenet of before version 2 still reads
 //   name       str      the model's name (Keras'), for messages
 //   source     str      the file it was made from, for messages
 //   input      u32 rank, then rank x i64: Keras' per-sample input shape
@@ -40,12 +45,14 @@
 namespace lenet {
 
 constexpr char kModelFileMagic[9] = "LENETMDL";
-constexpr uint32_t kModelFileVersion = 1;
+constexpr uint32_t kModelFileVersion = 2;
+constexpr uint32_t kMaxNormalized = 4;  // channels of a normalized image (RGBA at most)
 
 struct ModelFile {
     std::vector<LayerSpec> layers;
     std::vector<int64_t> input;  // Keras' per-sample input shape
     double input_scale = 1.0 / 255.0;  // as Python holds it; the network gets float(scale)
+    std::vector<double> mean, std_dev;  // per channel (one: every channel); empty: none
     std::string name, source;
 };
 

@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
         const lenet::Engine engine(argv[1], options);
         const auto& shape = engine.input_shape();  // (28, 28, 1) for the shipped models
         const auto pixels = lenet::read_gray_png(argv[2], int(shape[0]), int(shape[1]));
-        // The pixels scaled by engine.input_scale() in the core, as Python's infer does.
+        // The pixels scaled by engine.input_scale() (then normalized by engine.mean() and
+        // engine.std_dev() where the model was trained so) in the core, as Python's infer does.
         const auto probs = engine.predict_proba_pixels(pixels);
         const auto best = std::max_element(probs.begin(), probs.end()) - probs.begin();
         std::printf("%d %.4f\n", int(best), double(probs[size_t(best)]));

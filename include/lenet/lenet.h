@@ -57,6 +57,10 @@ public:
     int64_t classes() const;
     // What 0..255 pixels are multiplied by before the network (the model was trained so).
     float input_scale() const;
+    // Then (x - mean[c]) / std[c] per channel c (one value: every channel), where the model
+    // was trained on normalized pixels (PyTorch's Normalize); both empty where it was not.
+    const std::vector<double>& mean() const;
+    const std::vector<double>& std_dev() const;
     // The model's name and the file it was loaded from.
     const std::string& name() const;
     const std::string& source() const;
@@ -68,7 +72,8 @@ public:
     // The same on a vector of n x input_size() floats (InputError for another size).
     std::vector<float> predict_proba(const std::vector<float>& x) const;
     // The same on 0..255 pixels (n x input_size() bytes), scaled by input_scale() in the
-    // core as Python's infer scales them.
+    // core as Python's infer scales them, and normalized by mean() and std_dev() (to the
+    // same float32 values as Python's).
     std::vector<float> predict_proba_pixels(const std::vector<uint8_t>& pixels) const;
 
 private:

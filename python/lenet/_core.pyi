@@ -79,9 +79,18 @@ class Network:
 def expected_weights(
     layers: list[LayerSpec], input_shape: list[int], source: str
 ) -> list[list[tuple[str, tuple[int, ...], bool, bool]]]: ...
-def read_model_file(path: str) -> tuple[list[LayerSpec], tuple[int, ...], float, str, str]: ...
+def read_model_file(
+    path: str,
+) -> tuple[list[LayerSpec], tuple[int, ...], float, tuple[float, ...], tuple[float, ...], str, str]: ...
 def write_model_file(
-    path: str, layers: list[LayerSpec], input_shape: list[int], input_scale: float, name: str, source: str
+    path: str,
+    layers: list[LayerSpec],
+    input_shape: list[int],
+    input_scale: float,
+    name: str,
+    source: str,
+    mean: list[float] = ...,
+    std: list[float] = ...,
 ) -> None: ...
 def is_model_file(head: bytes) -> bool: ...
 def layer_kinds() -> list[str]: ...

@@ -202,9 +202,10 @@ class Engine:
         return self.model.input_shape
 
     def save(self, path: Union[str, os.PathLike]) -> None:
-        """Writes the model, with this engine's pixel preprocessing, as a .lenet file: what
-        the C++ API loads (docs/cpp.md) and ``Engine(path)`` reads back (``Model.save``;
-        UnsupportedModelError for preprocessing the format cannot hold)."""
+        """Writes the model, with this engine's pixel preprocessing (scale, mean, std), as
+        a .lenet file: what the C++ API loads (docs/cpp.md) and ``Engine(path)`` reads back
+        (``Model.save``; UnsupportedModelError for an NHWC-image ONNX graph, whose layout
+        the format cannot hold)."""
         self.model.save(path, self.preprocessing)
 
     @property

@@ -98,26 +98,34 @@ class Model:
 
     def save(self, path: Union[str, os.PathLike], preprocessing: Optional[Preprocessing] = None) -> None:
         """Writes the model as lenet's own file (.lenet): its checked layer records and
-        weights, input shape, pixel scale (``preprocessing``'s or this model's) and name, in
-        the versioned format the C++ API loads (``lenet::Engine``, docs/cpp.md) and ``load``
+        weights, input shape, how its pixels are prepared (``preprocessing``'s or this
+        model's: a scale, and a mean and standard deviation per channel) and name, in the
+        versioned format the C++ API loads (``lenet::Engine``, docs/cpp.md) and ``load``
         reads back, to the bit. Written to a temporary file beside ``path``, then renamed.
 
-        The format holds a pixel scale only: a model whose pixels are also normalized
-        (a mean and standard deviation) or whose images are NHWC in an NCHW graph is
-        refused rather than written without them (its file would feed it other inputs)."""
+        A model whose images are NHWC in an NCHW graph (an ONNX file with a Transpose
+        after its input) is refused rather than written without that (its file would
+        feed it other inputs)."""
         prep = self.preprocessing if preprocessing is None else preprocessing
-        if not prep.plain or self.spec.extra.get("input_layout") == "nhwc":
-            what = (
-                f"its pixels are normalized ({prep})"
-                if not prep.plain
-                else "its images are NHWC while its graph is NCHW (a Transpose after the input)"
-            )
+        if self.spec.extra.get("input_layout") == "nhwc":
             raise UnsupportedModelError(
-                f"{self.source}: cannot be saved as a .lenet file: {what}, and lenet's own file "
-                "records a pixel scale only; run this model from its own file"
+                f"{self.source}: cannot be saved as a .lenet file: its images are NHWC while its graph is NCHW "
+                "(a Transpose after the input), and lenet's own file records no image layout; run this model "
+                "from its own file"
             )
+        mean, std = ([], []) if prep.plain else (list(prep.mean), list(prep.std))
+        if len(mean) != len(std):  # one value for every channel beside one per channel: the file holds pairs
+            n = max(len(mean), len(std))
+            mean, std = (v * n if len(v) == 1 else v for v in (mean, std))
         _core.write_model_file(
-            os.fspath(path), self.spec.layers, list(self.spec.input_shape), prep.scale, self.spec.name, self.source
+            os.fspath(path),
+            self.spec.layers,
+            list(self.spec.input_shape),
+            prep.scale,
+            self.spec.name,
+            self.source,
+            mean,
+            std,
         )
 
     @property
@@ -202,10 +210,12 @@ def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None)
         path = shipped_weights(path)
     head = _head(path)
     if arch is None and head is not None and (_core.is_model_file(head) or str(path).endswith(".lenet")):
-        layers, input_shape, scale, name, source = _core.read_model_file(os.fspath(path))
+        layers, input_shape, scale, mean, std, name, source = _core.read_model_file(os.fspath(path))
         # The file it was saved from is kept for messages; this file is where it loads from.
         spec = ModelSpec(list(layers), tuple(input_shape), scale, name, os.fspath(path), extra={"format": "lenet"})
         spec.extra["saved_from"] = source
+        if mean:
+            spec.extra.update(mean=tuple(mean), std=tuple(std))
         return Model(spec)
     if arch is None and _is_onnx(path, head):
         from . import onnx as onnx_format

@@ -14,6 +14,7 @@ import pytest
 from conftest import REPO
 
 import lenet
+from lenet._native import _core
 from lenet.cpp import bench_harness, cmake_dir
 
 EXAMPLE = REPO / "examples" / "cpp"
@@ -71,6 +72,39 @@ def test_every_example_digit(classify, model):
     for d in range(10):
         proc = _run(classify, model, REPO / "examples" / f"digit-{d}.png")
         assert proc.returncode == 0 and proc.stdout.split()[0] == str(d), (d, proc.stdout, proc.stderr)
+
+
+def test_a_normalized_model_from_cpp(classify, tmp_path):
+    """A model saved with a mean and std (PyTorch's Normalize) prepares its pixels in C++
+    as Python's infer does: the same digit and probability for every example digit, where
+    the same model without its normalization answers otherwise."""
+    path = tmp_path / "normalized.lenet"
+    lenet.Engine("lenet5", mean=0.2, std=5.0).save(path)  # (x - 0.2) / 5: much fainter digits
+    engine = lenet.Engine(path, device="cpu", threads=1)
+    plain = lenet.Engine("lenet5", device="cpu", threads=1)
+    pngs = [REPO / "examples" / f"digit-{d}.png" for d in range(10)]
+    expect, unnormalized = engine.infer(pngs), plain.infer(pngs)
+    assert max(abs(a.confidence - b.confidence) for a, b in zip(expect, unnormalized)) > 0.1
+    for png, want in zip(pngs, expect):
+        proc = _run(classify, path, png)
+        assert proc.returncode == 0, proc.stderr
+        digit, p = proc.stdout.split()
+        assert int(digit) == want.digit and float(p) == pytest.approx(want.confidence, abs=6e-5), png.name
+
+
+def test_a_normalization_that_does_not_fit_the_input(classify, tmp_path):
+    """Three channels' means for a model of one channel: refused by name, in both languages."""
+    m = lenet.load("lenet5")
+    path = tmp_path / "three.lenet"
+    _core.write_model_file(str(path), m.spec.layers, list(m.spec.input_shape), 1 / 255, "x", "x", [0.1] * 3, [1.0] * 3)
+    with pytest.raises(lenet.InputError, match="mean has 3 values; the model takes images of 1 channel"):
+        lenet.Engine(path, device="cpu", threads=1)
+    proc = _run(classify, path, REPO / "examples" / "digit-7.png")
+    assert proc.returncode == 1
+    assert (
+        proc.stderr.strip()
+        == f"classify: {path}: a normalization for 3 channels, but the model's input (28, 28, 1) has 1"
+    )
 
 
 def test_errors_carry_the_same_words_as_python(classify, model, tmp_path):

@@ -57,23 +57,69 @@ def test_engine_input_scale_is_what_is_saved(tmp_path):
     assert lenet.Engine(tmp_path / "m.lenet", device="cpu", threads=1).input_scale == 0.5
 
 
-@pytest.mark.parametrize(
-    "source, options, why",
-    [
-        ("lenet5", {"mean": 0.1307, "std": 0.3081}, "its pixels are normalized"),
-        (ONNX / "normalized_half_recorded.onnx", {}, "its pixels are normalized"),
-        (ONNX / "tf2onnx_nhwc.onnx", {}, "its images are NHWC"),
-    ],
-    ids=["asked", "recorded", "nhwc"],
-)
-def test_what_the_file_cannot_record_is_refused_not_dropped(source, options, why, tmp_path):
-    """A .lenet file holds a pixel scale only: a model fed normalized pixels, or NHWC images
-    into an NCHW graph, would be fed other inputs from it; saving it is refused, nothing written."""
-    engine = lenet.Engine(source, device="cpu", threads=1, **options)
-    with pytest.raises(lenet.UnsupportedModelError, match=why) as info:
+def test_what_the_file_cannot_record_is_refused_not_dropped(tmp_path):
+    """A .lenet file records no image layout: NHWC images into an NCHW graph would be fed
+    as NCHW from it; saving it is refused, nothing written."""
+    engine = lenet.Engine(ONNX / "tf2onnx_nhwc.onnx", device="cpu", threads=1)
+    with pytest.raises(lenet.UnsupportedModelError, match="its images are NHWC") as info:
         engine.save(tmp_path / "m.lenet")
     assert "cannot be saved as a .lenet file" in str(info.value)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "source, options",
+    [
+        ("lenet5", {"mean": 0.1307, "std": 0.3081}),
+        (ONNX / "normalized_half_recorded.onnx", {}),
+        (ONNX / "normalized_mnist.onnx", {"mean": 0.1307, "std": 0.3081}),
+    ],
+    ids=["asked", "recorded", "onnx-asked"],
+)
+def test_a_normalized_model_keeps_its_normalization(source, options, tmp_path):
+    """Pixels scaled, then (x - mean) / std (PyTorch's Normalize): the file records the mean
+    and std (format version 2), and the model loaded from it prepares its pixels, and
+    answers, to the bit as the model it was saved from."""
+    engine = lenet.Engine(source, device="cpu", threads=1, **options)
+    path = tmp_path / "m.lenet"
+    engine.save(path)
+    assert struct.unpack_from("<I", path.read_bytes(), 8) == (2,)
+    again = lenet.Engine(path, device="cpu", threads=1)
+    assert again.preprocessing == engine.preprocessing and not again.preprocessing.plain
+    images = [TESTS.parent / "examples" / f"digit-{d}.png" for d in range(10)]
+    saved_from, loaded = engine.infer(images), again.infer(images)
+    for a, b in zip(saved_from, loaded):
+        assert np.array_equal(a.probabilities, b.probabilities)
+    unnormalized = lenet.Engine(source, device="cpu", threads=1, mean=0.0, std=1.0).infer(images)
+    assert not all(np.array_equal(a.probabilities, b.probabilities) for a, b in zip(unnormalized, loaded))
+
+
+def test_a_model_without_normalization_is_written_as_version_1(saved):
+    """So that a lenet from before version 2 still reads it."""
+    assert struct.unpack_from("<I", saved.read_bytes(), 8) == (1,)
+
+
+@pytest.mark.parametrize(
+    "n, mean, std, message",
+    [
+        (0, [], [], "a normalization for 0 channels"),
+        (5, [0.0] * 5, [1.0] * 5, "a normalization for 5 channels"),
+        (1, [float("nan")], [1.0], "mean of channel 0 is nan, not a finite number"),
+        (1, [0.5], [0.0], "std of channel 0 is 0, not a finite number above 0"),
+        (3, [0.5] * 3, [-1.0, 1.0, 1.0], "std of channel 0 is -1"),
+    ],
+    ids=["none", "five", "nan-mean", "zero-std", "negative-std"],
+)
+def test_a_damaged_normalization(saved, tmp_path, n, mean, std, message):
+    data = saved.read_bytes()
+    p = _edit(
+        saved,
+        tmp_path,
+        data[:8] + struct.pack("<I", 2) + data[12:HEADER] + struct.pack(f"<I{2 * n}d", n, *mean, *std) + data[HEADER:],
+    )
+    with pytest.raises(ModelFileError, match=message) as e:
+        lenet.load(p)
+    assert str(e.value).startswith(f"{p}: ")
 
 
 def test_infer_on_a_saved_model(saved):
@@ -101,7 +147,7 @@ def test_truncated_anywhere(saved, tmp_path):
     "edit, message",
     [
         (lambda d: b"LENETMDX" + d[8:], "does not start with"),
-        (lambda d: d[:8] + struct.pack("<I", 2) + d[12:], "format version 2; this lenet reads version 1"),
+        (lambda d: d[:8] + struct.pack("<I", 3) + d[12:], "format version 3; this lenet reads version 2"),
         (lambda d: d[:8] + struct.pack("<I", 0) + d[12:], "format version 0"),
         (lambda d: d[:12] + struct.pack("<d", float("nan")) + d[20:], "input scale is not a finite number"),
         (lambda d: d[:HEADER] + struct.pack("<I", 0xFFFFFFFF) + d[HEADER + 4 :], "over the limit"),
