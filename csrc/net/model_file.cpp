@@ -306,6 +306,11 @@ std::string model_file_bytes(const ModelFile& m) {
         throw ModelFileError(m.source + ": a normalization of " + number_str(m.mean.size()) + " means and " +
                              number_str(m.std_dev.size()) + " stds cannot be written (1 to " +
                              number_str(kMaxNormalized) + " of each)");
+    for (size_t c = 0; c < m.mean.size(); ++c)
+        if (!std::isfinite(m.mean[c]) || !std::isfinite(m.std_dev[c]) || !(m.std_dev[c] > 0))
+            throw ModelFileError(m.source + ": a normalization with mean " + number_str(m.mean[c]) + " and std " +
+                                 number_str(m.std_dev[c]) + " (channel " + number_str(c) +
+                                 ") cannot be written: finite numbers, the std above 0");
     const bool normalized = !m.mean.empty();
     w.le<uint32_t>(normalized ? 2 : 1);  // version 1 when it can: older lenets read it
     w.le<double>(m.input_scale);

@@ -11,6 +11,7 @@ import pytest
 from conftest import TESTS
 
 import lenet
+from lenet._native import _core
 from lenet.errors import ModelFileError, ModelFileNotFoundError
 
 ONNX = TESTS / "data" / "onnx"
@@ -92,6 +93,14 @@ def test_a_normalized_model_keeps_its_normalization(source, options, tmp_path):
         assert np.array_equal(a.probabilities, b.probabilities)
     unnormalized = lenet.Engine(source, device="cpu", threads=1, mean=0.0, std=1.0).infer(images)
     assert not all(np.array_equal(a.probabilities, b.probabilities) for a, b in zip(unnormalized, loaded))
+
+
+def test_a_normalization_the_reader_would_refuse_is_not_written(tmp_path):
+    m = lenet.load("lenet5")
+    for mean, std in (([0.5], [0.0]), ([float("nan")], [1.0]), ([0.5, 0.5], [1.0])):
+        with pytest.raises(ModelFileError, match="cannot be written"):
+            _core.write_model_file(str(tmp_path / "m.lenet"), m.spec.layers, [28, 28, 1], 1 / 255, "x", "x", mean, std)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_model_without_normalization_is_written_as_version_1(saved):
