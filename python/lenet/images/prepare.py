@@ -55,7 +55,6 @@ import numpy as np
 from .. import _pools
 from .._native import _core
 from ..errors import InputError
-from . import digit, number
 from .decode import MAX_FILE_BYTES, cv2_message, decode, read_bytes, read_error, read_file
 from .limits import check_pixels, max_image_pixels
 from .pixels import (
@@ -250,6 +249,8 @@ def _prepare_one(img: np.ndarray, h: int, w: int, c: int, mode: str, source: str
         mode = "mnist" if img.shape[:2] == (h, w) and dark_ground(img[None])[0] else "photo"
     with _opencv_errors(source, img, mode):
         if mode == "photo":
+            from . import digit  # the photo path, and OpenCV, on its first photo
+
             img = digit.to_mnist(img, source)
         return fit(img, h, w, c, source), mode
 
@@ -565,6 +566,8 @@ def prepare_number(
         n = len(frames)
         x = np.stack([fit(f, h, w, c, sources[0]) for f in frames]) if n else np.zeros((0, h, w, c), np.float32)
         return Rows(x, [0] * n, range(n), [f"{sources[0]}[{k}]" for k in range(n)], ["photo"] * n)
+
+    from . import number
 
     with _opencv_errors(sources[0], parts[0], "number"):
         frames, boxes = number.find_number(parts[0], lambda frames: probabilities(rows(frames).x), sources[0])
