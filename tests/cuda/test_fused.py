@@ -315,8 +315,8 @@ def test_activations_too_large_for_shared_memory_say_so():
 
 
 def test_cuda_path_is_checked_on_every_device():
-    with pytest.raises(lenet.InputError, match="cuda_path must be 'auto', 'fused' or 'library'"):
-        lenet.Engine("lenet5", device="cpu", cuda_path="fast")
+    with pytest.raises(lenet.InputError, match="cuda_path must be 'auto', 'fused', 'library' or 'fast'"):
+        lenet.Engine("lenet5", device="cpu", cuda_path="faster")
 
 
 def test_describe_says_which_kernels_a_cpu_plan_runs():

@@ -222,9 +222,11 @@ std::string Program::summary() const {
 namespace {
 
 template <int IPB>
-void emulate_tiles(const Program& p, const float* values, const uint8_t* pixels, float scale, float* y, int n) {
+void emulate_tiles(const Program& p, const float* values, const uint8_t* pixels, float scale, float* y, int n,
+                   const Completion& done) {
     std::vector<float> smem(size_t(p.shared_floats));
     const Tile& t = p.tile;
+    const unsigned blocks = unsigned((n + IPB - 1) / IPB);
     for (int first = 0; first < n; first += IPB) {
         const int count = std::min(IPB, n - first);
         std::fill(smem.begin(), smem.end(), std::nanf(""));  // nothing may read what no phase wrote
@@ -237,17 +239,19 @@ void emulate_tiles(const Program& p, const float* values, const uint8_t* pixels,
                 for (int tid = 0; tid < p.threads; ++tid) run_phase<IPB>(op, phase, smem.data(), tid, p.threads);
         for (int tid = 0; tid < p.threads; ++tid)
             store_tile(t, smem.data(), y + int64_t(first) * t.output_size, count, tid, p.threads);
+        if (done.flag) block_done(done, blocks);
     }
 }
 
 }  // namespace
 
-void emulate(const Program& p, const float* values, const uint8_t* pixels, float scale, float* y, int n) {
+void emulate(const Program& p, const float* values, const uint8_t* pixels, float scale, float* y, int n,
+             const Completion& done) {
     switch (p.tile.images) {
-        case 1: return emulate_tiles<1>(p, values, pixels, scale, y, n);
-        case 2: return emulate_tiles<2>(p, values, pixels, scale, y, n);
-        case 4: return emulate_tiles<4>(p, values, pixels, scale, y, n);
-        case 8: return emulate_tiles<8>(p, values, pixels, scale, y, n);
+        case 1: return emulate_tiles<1>(p, values, pixels, scale, y, n, done);
+        case 2: return emulate_tiles<2>(p, values, pixels, scale, y, n, done);
+        case 4: return emulate_tiles<4>(p, values, pixels, scale, y, n, done);
+        case 8: return emulate_tiles<8>(p, values, pixels, scale, y, n, done);
     }
     throw InputError("fused program: " + std::to_string(p.tile.images) + " images a block is not 1, 2, 4 or 8");
 }

@@ -24,6 +24,7 @@
 
 #include "../../net/network.h"
 #include "../activation_math.h"
+#include "completion.h"
 
 #if defined(__CUDACC__)
 #define LENET_FUSED_FN __host__ __device__ inline
@@ -301,8 +302,10 @@ LENET_FUSED_FN void store_tile(const Tile& t, const float* smem, float* y, int c
 }
 
 // The kernel's work on the host: every block of `n` images, each phase run for
-// every thread index before the next (what the kernel's barriers guarantee).
+// every thread index before the next (what the kernel's barriers guarantee), each
+// block counted in `done` after its answers are stored, as the kernel does.
 // Weights and biases are host pointers here. For tests.
-void emulate(const Program& p, const float* values, const uint8_t* pixels, float scale, float* y, int n);
+void emulate(const Program& p, const float* values, const uint8_t* pixels, float scale, float* y, int n,
+             const Completion& done = {});
 
 }  // namespace lenet::cuda::fused
