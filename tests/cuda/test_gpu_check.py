@@ -520,7 +520,7 @@ def test_untimed_sections_run_side_by_side_and_timed_ones_alone(gc, monkeypatch,
 def test_a_budget_keeps_time_for_the_timed_sections_and_skips_what_would_not_fit(gc, monkeypatch, tmp_path):
     names, seen = _fake_sections(gc, monkeypatch, 0.1)
     c = gc.Check(tmp_path, False, {n: 1000 for n in names}, None, tmp_path)
-    c.gpu = {"present": False}
+    c.gpu = {"present": True}  # the fake sections need none; the timed ones keep their share only where a GPU is
     reserve = gc.RESERVE_S["probe"] + gc.RESERVE_S["bench"]
     c.budget_end = time.monotonic() + gc.MIN_SECTION_S + 5 + reserve
     report = gc.new_report("x", {"present": False}, {})

@@ -240,7 +240,8 @@ def test_input_buffer_refuses_what_it_cannot_hold(n, dtype, match):
 
 
 def test_cuda_path_fast_is_taken_on_every_device():
-    assert lenet.Engine("lenet5", device="cpu", cuda_path="fast").predict_proba(np.zeros((1, 28, 28, 1))).shape == (1, 10)
+    eng = lenet.Engine("lenet5", device="cpu", cuda_path="fast")  # a CUDA option: taken, unused
+    assert eng.predict_proba(np.zeros((1, 28, 28, 1))).shape == (1, 10)
 
 
 # ---- the fused kernel on each transfer, emulated (no GPU needed) ------------------------------
