@@ -129,9 +129,11 @@ py::list plan(const std::shared_ptr<Network>& net, int batch, bool allow_tf32) {
 // rule of fused_program.h with the limits given (path "auto" or "fused").
 fused::Program fused_program(const Network& net, int capacity, int min_blocks, int shared_bytes,
                              const std::string& path, std::string* why) {
-    if (path != "auto" && path != "fused") throw InputError("path must be 'auto' or 'fused', not '" + path + "'");
+    if (path != "auto" && path != "fused" && path != "fast")
+        throw InputError("path must be 'auto', 'fused' or 'fast', not '" + path + "'");
     fused::Limits limits;
     limits.shared_bytes = shared_bytes;
+    limits.row_blocks = path == "fast";
     if (path == "fused") limits.max_macs = limits.max_weight_bytes = std::numeric_limits<int64_t>::max();
     return fused::fused_plan(net.steps(), capacity, min_blocks, limits, why);
 }
@@ -156,6 +158,7 @@ py::dict fused_plan(const std::shared_ptr<Network>& net, int capacity, int min_b
         o["pooled"] = op.pool_kh > 0;
         o["out"] = py::make_tuple(op.out_c, op.out_h, op.out_w);
         o["splits"] = op.splits;
+        o["row_block"] = op.row_block;
         ops.append(o);
     }
     d["ops"] = ops;
@@ -166,9 +169,10 @@ py::dict fused_plan(const std::shared_ptr<Network>& net, int capacity, int min_b
 // in NCHW order, float32 (or uint8 pixels times scale). For tests: the kernel's
 // arithmetic and indexing, checked without a GPU.
 py::array_t<float> fused_emulate(const std::shared_ptr<Network>& net, const py::array& x, int capacity, int min_blocks,
-                                 int shared_bytes, float scale) {
+                                 int shared_bytes, float scale, const std::string& path) {
     std::string why;
-    fused::Program p = fused_program(*net, capacity, min_blocks, shared_bytes, "fused", &why);
+    // "fast": its program (row-blocked convolutions) within auto's size rule; else wherever it runs.
+    fused::Program p = fused_program(*net, capacity, min_blocks, shared_bytes, path == "fast" ? path : "fused", &why);
     if (p.ops.empty()) throw UnsupportedModelError("not on the fused path: " + why);
     std::vector<nchw::Constants> constants;
     for (const Step& s : net->steps()) constants.push_back(nchw::constants(s));
@@ -199,7 +203,7 @@ py::array_t<float> fused_emulate(const std::shared_ptr<Network>& net, const py::
 py::dict fused_emulate_call(const std::shared_ptr<Network>& net, const py::array& x, int capacity,
                             const std::string& transfer, unsigned seq, float scale) {
     std::string why;
-    fused::Program p = fused_program(*net, capacity, 264, 232448, "fused", &why);
+    fused::Program p = fused_program(*net, capacity, 264, 232448, "fast", &why);
     if (p.ops.empty()) throw UnsupportedModelError("not on the fused path: " + why);
     std::vector<nchw::Constants> constants;
     for (const Step& s : net->steps()) constants.push_back(nchw::constants(s));
@@ -351,6 +355,7 @@ PYBIND11_MODULE(_cuda, m) {
           "H100's (132 SMs x 2, 227 KiB a block).");
     m.def("fused_emulate", &fused_emulate, py::arg("network"), py::arg("x"), py::arg("capacity"),
           py::arg("min_blocks") = 264, py::arg("shared_bytes") = 232448, py::arg("scale") = 1.f,
+          py::arg("path") = "fused",
           "The fused kernel's arithmetic run on the host, thread by thread and phase by phase (tests): outputs "
           "for x, n images in NCHW order (float32, or uint8 pixels times scale).");
     m.def(
