@@ -165,21 +165,30 @@ py::dict fused_plan(const std::shared_ptr<Network>& net, int capacity, int min_b
     return d;
 }
 
+// The fused program of `path` with its weights and biases in `constants` (host memory
+// that must outlive it, filled here): what the emulation runs.
+fused::Program host_program(const Network& net, int capacity, int min_blocks, int shared_bytes, const std::string& path,
+                            std::vector<nchw::Constants>& constants) {
+    std::string why;
+    fused::Program p = fused_program(net, capacity, min_blocks, shared_bytes, path, &why);
+    if (p.ops.empty()) throw UnsupportedModelError("not on the fused path: " + why);
+    for (const Step& s : net.steps()) constants.push_back(nchw::constants(s));
+    for (fused::Op& op : p.ops) {
+        op.weights = constants[size_t(op.step)].weights.data();
+        op.bias = constants[size_t(op.step)].bias.data();
+    }
+    return p;
+}
+
 // What the fused kernel computes, run on the host (fused::emulate): x is n images
 // in NCHW order, float32 (or uint8 pixels times scale). For tests: the kernel's
 // arithmetic and indexing, checked without a GPU.
 py::array_t<float> fused_emulate(const std::shared_ptr<Network>& net, const py::array& x, int capacity, int min_blocks,
                                  int shared_bytes, float scale, const std::string& path) {
-    std::string why;
     // "fast": its program (row-blocked convolutions) within auto's size rule; else wherever it runs.
-    fused::Program p = fused_program(*net, capacity, min_blocks, shared_bytes, path == "fast" ? path : "fused", &why);
-    if (p.ops.empty()) throw UnsupportedModelError("not on the fused path: " + why);
     std::vector<nchw::Constants> constants;
-    for (const Step& s : net->steps()) constants.push_back(nchw::constants(s));
-    for (fused::Op& op : p.ops) {
-        op.weights = constants[size_t(op.step)].weights.data();
-        op.bias = constants[size_t(op.step)].bias.data();
-    }
+    const fused::Program p =
+        host_program(*net, capacity, min_blocks, shared_bytes, path == "fast" ? path : "fused", constants);
     const bool pixels = py::isinstance<py::array_t<uint8_t>>(x) && x.dtype().kind() == 'u';
     const int64_t size = p.tile.input_size;
     if (x.ndim() < 1 || x.size() % size != 0)
@@ -202,15 +211,8 @@ py::array_t<float> fused_emulate(const std::shared_ptr<Network>& net, const py::
 // as the stream packs it; then the completion flag the kernel raises. For tests.
 py::dict fused_emulate_call(const std::shared_ptr<Network>& net, const py::array& x, int capacity,
                             const std::string& transfer, unsigned seq, float scale) {
-    std::string why;
-    fused::Program p = fused_program(*net, capacity, 264, 232448, "fast", &why);
-    if (p.ops.empty()) throw UnsupportedModelError("not on the fused path: " + why);
     std::vector<nchw::Constants> constants;
-    for (const Step& s : net->steps()) constants.push_back(nchw::constants(s));
-    for (fused::Op& op : p.ops) {
-        op.weights = constants[size_t(op.step)].weights.data();
-        op.bias = constants[size_t(op.step)].bias.data();
-    }
+    const fused::Program p = host_program(*net, capacity, 264, 232448, "fast", constants);
     const bool pixels = x.dtype().kind() == 'u' && x.itemsize() == 1;
     const int64_t size = p.tile.input_size, row = size * (pixels ? 1 : 4);
     if (x.size() % size != 0) throw InputError("expected images of " + std::to_string(size) + " values");

@@ -572,3 +572,53 @@ def test_the_sanitized_script_runs_every_cuda_path(gc):
     compile(script, "sanitized_inference.py", "exec")
     compile(gc.PROBE_SCRIPT, "probe.py", "exec")
     compile(gc.PROFILE_SCRIPT, "profiled.py", "exec")
+
+
+def test_the_probe_script_runs_here_and_names_what_it_could_not_run(gc, tmp_path):
+    """On the CPU: the CPU engine's figures, and a row with the error for each CUDA path."""
+    script = tmp_path / "probe.py"
+    script.write_text(gc.PROBE_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script), "", "lenet5", "fast", "50"], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = gc.probe_rows(proc.stdout)
+    cpu = [r for r in rows if r["path"] == "cpu"]
+    assert len(cpu) == 1 and cpu[0]["max_abs_dp"] == 0.0
+    assert 0 < cpu[0]["predict_proba"]["p50_us"] <= cpu[0]["predict_proba"]["p99_us"] and cpu[0]["infer"]["p50_us"] > 0
+    if not lenet_cuda_available():
+        errors = [r for r in rows if r["path"] == "fast"]
+        assert errors and all("CudaError" in r["error"] for r in errors), rows
+
+
+def lenet_cuda_available():
+    import lenet
+
+    return lenet.cuda_available()
+
+
+def test_the_profile_section_sets_each_calls_gpu_time_beside_the_probes(gc, tmp_path, monkeypatch):
+    fake = tmp_path / "ncu"
+    fake.write_text(
+        "#!/bin/sh\necho '==PROF== Connected'\n"
+        'echo \'"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"\'\n'
+        'for i in 0 1 2; do echo "\\"$i\\",\\"forward_parameter\\",\\"gpu__time_duration.sum\\",'
+        '\\"nsecond\\",\\"9,$((i + 1))00\\""; done\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setattr(gc, "ncu", lambda: str(fake))
+    c = gc.Check(tmp_path, False, {}, None, tmp_path)
+    c.results["probe"] = {"rows": [{"model": "lenet5", "path": "fast", "predict_proba": {"p50_us": 14.0}}]}
+    c.deadline = time.monotonic() + 100
+    got = gc.s_profile(c)
+    rows = {(r["model"], r["path"]): r for r in got["data"]["rows"]}
+    assert rows[("lenet5", "fast")] == {
+        "model": "lenet5",
+        "path": "fast",
+        "workloads": 3,
+        "gpu_us_per_call": 9.2,
+        "host_to_host_p50_us": 14.0,
+        "rest_us": 4.8,
+    }
+    assert got["status"] == "ok" and "lenet5 fast: GPU 9.2 us a call of 14.0 us host to host" in got["summary"]
+    assert len(rows) == 4 and c.results["profile"] is got["data"]
