@@ -472,16 +472,16 @@ _DECODED = object()  # in prepare's items: a file or bytes the core has decoded
 
 
 def _read_native(items: list, labels: Sequence[str], h: int, w: int, c: int) -> Rows:
-    """The core's lane, in place in items. The files among them (paths), when there are
-    several, are read in one call of the core: each becomes Named(its bytes) or its
-    InputError. For a one-channel model, each file or bytes that is a plain 8-bit grayscale
-    PNG of h x w is decoded by the core and becomes _DECODED. Returns their rows, uint8
-    (k, h, w, 1), in item order (their mode not yet decided: None)."""
+    """The core's lane, in place in items. The files among them (paths) are read in one call
+    of the core: each becomes Named(its bytes) or its InputError. For a one-channel model,
+    each file or bytes that is a plain 8-bit grayscale PNG of h x w is decoded by the core and
+    becomes _DECODED. Returns their rows, uint8 (k, h, w, 1), in item order (their mode not
+    yet decided: None)."""
     gray = c == 1 and bool(_core.png_decoder) and h * w <= max_image_pixels()
     owner: list = []
     pixels = np.zeros((0, h, w), np.uint8)
     files = [i for i, item in enumerate(items) if isinstance(item, (str, os.PathLike))]
-    if len(files) >= 2:  # one file is read by decode's own path
+    if files:
         paths = [os.fsencode(items[i]) for i in files]
         if gray:
             got, pixels, rows = _core.read_gray_images(paths, MAX_FILE_BYTES, h, w)
@@ -498,7 +498,7 @@ def _read_native(items: list, labels: Sequence[str], h: int, w: int, c: int) -> 
             )
     if gray:
         # Bytes (a server's request bodies, infer(png_bytes)); the files just read were offered already.
-        read = set(files) if len(files) >= 2 else ()
+        read = set(files)
         blobs = [
             i
             for i, item in enumerate(items)
