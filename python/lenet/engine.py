@@ -17,7 +17,7 @@ from .errors import Error, InputError
 from .images import Prepared, as_array, check_batch_size, label_of, prepare, prepare_number
 from .images.limits import max_image_pixels
 from .model import DEFAULT_MODEL, Model, load
-from .plans import describe_plans
+from .plans import describe_lines, describe_plans
 from .results import Number, Result, answers, result_of, results
 
 __all__ = [
@@ -50,8 +50,9 @@ class Engine:
     Keras); ``cuda_graphs=False`` launches each layer instead of replaying a graph;
     ``cuda_path`` is "auto" (a LeNet-sized chain of layers runs as one fused kernel
     of lenet's own, anything else on cuDNN + cuBLAS), "fused" (the fused kernel
-    wherever it can run the network) or "library" (cuDNN + cuBLAS always);
-    ``describe()`` says which each plan took and why. CPU only: ``cpu_kernels`` is
+    wherever it can run the network), "library" (cuDNN + cuBLAS always) or "fast"
+    (docs/gpu.md: faster transfers, not yet run on a GPU); ``describe()`` says which
+    each plan took, its transfer, and why. CPU only: ``cpu_kernels`` is
     "auto" (the best hand-written kernels this CPU runs), "avx512", "avx2",
     "generic", or "blas" (im2col + OpenBLAS SGEMM: the reference path);
     ``lenet.cpu_kernel_sets()`` lists what this CPU runs.
@@ -167,23 +168,8 @@ class Engine:
 
     def summary_text(self) -> str:
         """The text ``summary`` prints."""
-        lines = [self.model.summary_text(), f"device: {self._executor.description}"]
-        d = self.describe()
-        for plan in d["plans"]:
-            if plan["execution"]:
-                lines.append(f"batch capacity {plan['capacity']}: {plan['execution']} ({plan['why']})")
-            if plan["kernels"] == "network" or plan["kernels_why"]:  # on CUDA: the fused kernel, or why not
-                lines.append(f"  kernels: {plan['kernels']} ({plan['kernels_why'] or 'one for the whole network'})")
-        for s in d["steps"]:
-            keys = ("algorithm", "math", "fused", "workspace_bytes", "program")
-            facts = [f"{k}={s[k]}" for k in keys if s.get(k) is not None]
-            if facts:
-                lines.append(
-                    f"  {s['op']:<12} {s['layers']:<24} "
-                    + ", ".join(facts)
-                    + (f" ({s['fusion']})" if s.get("fusion") else "")
-                )
-        return "\n".join(lines)
+        head = [self.model.summary_text(), f"device: {self._executor.description}"]
+        return "\n".join(head + describe_lines(self.describe()))
 
     def describe(self) -> dict:
         """What the engine decided for its device, as data: ``device``,
@@ -191,7 +177,8 @@ class Engine:
         capacity planned so far: ``capacity``, ``execution`` "graph", "eager" or
         "pending" on CUDA, None on the CPU, and ``why``; ``kernels``: "network" when one
         fused kernel runs every layer, else "steps", and ``kernels_why``: why not, on
-        CUDA), and ``steps`` (per kernel
+        CUDA; ``transfer`` and ``transfer_why``: how inputs and answers cross, on CUDA),
+        and ``steps`` (per kernel
         of each plan: ``op``, ``layers``, ``capacity``, ``algorithm`` ("winograd"
         for the CPU's Winograd convolutions, None for its direct ones; cuDNN's on
         CUDA), and on CUDA ``math``, ``deterministic``, ``checked`` (how the
@@ -236,6 +223,19 @@ class Engine:
         if batch_size is None and self._as_is(x):
             return self._executor.probabilities(x)  # the common case: the core checks the shape
         return self._run(x, self._executor.probabilities, batch_size, "predict_proba")
+
+    def input_buffer(self, n: int, dtype: Any = np.float32) -> np.ndarray:
+        """An empty array for ``n`` inputs (float32 as ``predict_proba`` takes them, or uint8
+        rows (n, h, w, c) for ``row_probabilities``) that the engine reads without a copy of
+        its own where it can: on CUDA pinned memory the GPU maps, read in place by
+        ``cuda_path="fast"`` (docs/gpu.md). It lives as long as the array, after close() too."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise InputError(f"input_buffer takes a number of inputs >= 0, got {n!r}")
+        shapes = {np.dtype(np.float32): tuple(self.input_shape[1:]), np.dtype(np.uint8): None}
+        if np.dtype(dtype) not in shapes:
+            raise InputError(f"input_buffer holds float32 inputs or uint8 rows, not {np.dtype(dtype)}")
+        shape = shapes[np.dtype(dtype)] or self.image_shape
+        return self._executor.host_array((n,) + tuple(shape), np.dtype(dtype))
 
     def _as_is(self, x: Any) -> bool:
         """Whether ``x`` goes to the core as it is: a C-contiguous float32 batch."""
