@@ -19,14 +19,20 @@ public:
     // `pool`: the fused 2x2 / 2 max pool that follows, or null.
     DirectConv2d(const Step& s, const Step* pool, const KernelTable& table, const PackedWeights& packed)
         : s_(s), pool_(pool), table_(table), packed_(packed) {
-        // One input channel, stride 1, pooled: the kernel with vectors along the rows.
-        rows_ = pool && s.in.c == 1 && s.sh == 1 && s.sw == 1;
-        padded_ = rows_ || s.pad.top || s.pad.bottom || s.pad.left || s.pad.right;
         ph_ = s.in.h + s.pad.top + s.pad.bottom;
         pw_ = s.in.w + s.pad.left + s.pad.right;
-        // Borders are written once, here; run() only fills the interior. The row kernel
-        // reads up to two vectors past the end of a row: slack after the last one.
-        if (padded_) scratch_.assign(size_t(ph_) * pw_ * s.in.c + (rows_ ? 2 * kLanes + s.kw : 0), 0.f);
+        choose();
+    }
+
+    // Whether this kernel may write its output row-planar for `next`, which then reads
+    // it so (Backend::link): vectors along the rows produce that order, and a stride-1
+    // convolution reads it without a register per pixel of its tile.
+    bool link_planar(DirectConv2d& next) {
+        if (!rows_ || !next.stride1()) return false;
+        planar_out_ = true;
+        next.planar_in_ = true;
+        next.choose();
+        return true;
     }
 
     void run(Inputs xs, float* y, int n, ThreadPool* spare) override {
@@ -35,19 +41,19 @@ public:
         // With the pool fused, only the conv rows and columns it reads are computed.
         const Dims out = pool_ ? pool_->out : s_.out;
         const int oh = pool_ ? 2 * out.h : out.h, ow = pool_ ? 2 * out.w : out.w;
-        const size_t row = size_t(in.w) * in.c;
         ConvArgs a{};
         a.ih = ph_, a.iw = pw_, a.ci = in.c, a.oh = oh, a.ow = ow;
         a.kh = s_.kh, a.kw = s_.kw, a.sh = s_.sh, a.sw = s_.sw;
         a.w = packed_.w.data(), a.hwio = s_.weights.data(), a.bias = packed_.bias.data(), a.co = out.c;
         a.relu = s_.act.plain_relu(), a.ldy = out.c, a.row_begin = 0, a.row_end = oh, a.pool = pool_ != nullptr;
+        // One input channel: NHWC is row-planar.
+        a.planar_in = planar_in_ || (in.c == 1 && stride1());
+        a.planar_out = planar_out_;
         const auto kernel = rows_ ? table_.conv_rows_pool : table_.conv;
         for (int b = 0; b < n; ++b) {
             const float* image = x + b * in.size();
-            if (padded_) {
-                for (int iy = 0; iy < in.h; ++iy)
-                    std::memcpy(scratch_.data() + ((size_t(iy) + s_.pad.top) * pw_ + s_.pad.left) * in.c,
-                                image + iy * row, row * sizeof(float));
+            if (copy_) {
+                copy_padded(image);
                 image = scratch_.data();
             }
             a.x = image;
@@ -57,13 +63,61 @@ public:
         if (!s_.act.plain_relu()) apply_activation(s_.act, y, size_t(n) * out.size());
     }
 
+    Facts facts() const override {
+        Facts f{{"vectors", std::string(rows_ ? "rows" : "channels")}};
+        if (planar_in_) f.emplace_back("input", std::string("row-planar"));
+        if (planar_out_) f.emplace_back("output", std::string("row-planar"));
+        return f;
+    }
+
 private:
+    bool stride1() const { return s_.sh == 1 && s_.sw == 1; }
+
+    // Vectors along the rows where they leave fewer lanes idle than 16-channel
+    // blocks (few output channels), when the input is row-planar (planar_in_ or one
+    // channel) and the pool fused; then the zero-bordered copy, which also gives the
+    // row kernel the vector of slack it reads past a row, unless the input comes
+    // from a linked kernel's buffer (CpuBackend::alloc's slack).
+    void choose() {
+        const int co = pool_ ? pool_->out.c : s_.out.c;
+        const int ow = pool_ ? 2 * pool_->out.w : s_.out.w;
+        const int blocks = (co + kLanes - 1) / kLanes;
+        rows_ = pool_ && stride1() && (planar_in_ || s_.in.c == 1) &&
+                int64_t(ow) * blocks * kLanes > int64_t(co) * rows_lanes(ow, table_.width);
+        const bool padded = s_.pad.top || s_.pad.bottom || s_.pad.left || s_.pad.right;
+        copy_ = padded || (rows_ && !planar_in_);
+        if (copy_)
+            scratch_.assign(size_t(ph_) * pw_ * s_.in.c + (rows_ ? kLanes : 0), 0.f);
+        else
+            scratch_ = AlignedFloats();
+    }
+
+    // The image into the interior of the zero-bordered scratch (borders written once,
+    // by choose()), in the input's order: NHWC, or row-planar.
+    void copy_padded(const float* image) {
+        const Dims in = s_.in;
+        const int top = s_.pad.top, left = s_.pad.left;
+        if (!planar_in_) {
+            const size_t row = size_t(in.w) * in.c;
+            for (int iy = 0; iy < in.h; ++iy)
+                std::memcpy(scratch_.data() + ((size_t(iy) + top) * pw_ + left) * in.c, image + iy * row,
+                            row * sizeof(float));
+            return;
+        }
+        for (int iy = 0; iy < in.h; ++iy)
+            for (int c = 0; c < in.c; ++c)
+                std::memcpy(scratch_.data() + ((size_t(iy) + top) * in.c + c) * pw_ + left,
+                            image + (size_t(iy) * in.c + c) * in.w, in.w * sizeof(float));
+    }
+
     const Step& s_;
     const Step* pool_;
     const KernelTable& table_;
     const PackedWeights& packed_;
-    bool rows_;
-    bool padded_;
+    bool rows_ = false;        // table_.conv_rows_pool, else table_.conv
+    bool planar_in_ = false;   // x row-planar (linked to the kernel before)
+    bool planar_out_ = false;  // y row-planar (linked to the kernel after)
+    bool copy_ = false;        // through scratch_
     int ph_, pw_;
     AlignedFloats scratch_;
 };
@@ -191,6 +245,12 @@ std::unique_ptr<Kernel> make_conv2d(const Step& s, const KernelTable* table, con
 std::unique_ptr<Kernel> make_conv2d_pool(const Step& conv, const Step& pool, const KernelTable& table,
                                          const PackedWeights& packed) {
     return std::make_unique<DirectConv2d>(conv, &pool, table, packed);
+}
+
+bool link_planar(Kernel& producer, Kernel& consumer) {
+    auto* p = dynamic_cast<DirectConv2d*>(&producer);
+    auto* c = dynamic_cast<DirectConv2d*>(&consumer);
+    return p && c && p->link_planar(*c);
 }
 
 }  // namespace lenet::cpu

@@ -25,7 +25,7 @@ public:
             a.kh = a.kw = a.sh = a.sw = 1;
             a.w = packed_->w.data(), a.hwio = s_.weights.data(), a.bias = packed_->bias.data(), a.co = out_;
             a.relu = s_.act.plain_relu(), a.y = y, a.ldy = out_, a.row_begin = 0, a.row_end = 1, a.pool = false;
-            conv_split(table_->conv, a, spare);
+            conv_split(n == 1 ? table_->dense_few : table_->conv, a, spare);
             if (!s_.act.plain_relu()) apply_activation(s_.act, y, size_t(n) * out_);
             return;
         }

@@ -39,6 +39,11 @@ struct ConvArgs {
     // Fused 2x2 max pool, stride 2: oh and ow are the even conv rows and columns
     // the pool reads; y receives the (oh/2, ow/2) pooled pixels; rows go in pairs.
     bool pool;
+    // x in row-planar order (H, C, W: each row's channels one after another, each a
+    // run of iw values) instead of NHWC; stride 1 only.
+    bool planar_in = false;
+    // y in row-planar order (conv_rows_pool only; ldy unused).
+    bool planar_out = false;
 };
 
 struct PoolArgs {
@@ -80,10 +85,16 @@ struct WinogradArgs {
 
 struct KernelTable {
     const char* isa;         // "avx512", "avx2", "generic"
+    int width;               // floats in a vector: 16, 8, 4
     void (*conv)(const ConvArgs&);
-    // One input channel, stride 1, fused 2x2 max pool (every LeNet's first layer):
-    // vectors along the output row, so that few output channels leave no lane idle.
-    // x must be readable 2 vectors past the end of each row (and of the last one).
+    // A dense layer (conv's 1x1 form) on a few images: each image alone, its inputs
+    // summed in several runs so that one image still has independent sums.
+    void (*dense_few)(const ConvArgs&);
+    // Stride 1, a fused 2x2 max pool, x row-planar (planar_in, or one input channel):
+    // vectors along the output rows, weights broadcast, so that few output channels
+    // (every LeNet's first layer) leave no lane idle. x must be readable one vector
+    // past the end of each row's run (and of the last one). rows_lanes(ow, width):
+    // the lanes its tiles compute for a row of ow outputs.
     void (*conv_rows_pool)(const ConvArgs&);
     void (*pool)(const PoolArgs&);
     void (*winograd_in)(const WinogradArgs&);
@@ -131,6 +142,14 @@ struct PackedWeights {
     AlignedFloats w, bias;
 };
 PackedWeights pack(const std::vector<float>& hwio, const std::vector<float>& bias, int kh, int kw, int ci, int co);
+
+// Lanes conv_rows_pool computes for a row of ow conv outputs with `width`-float
+// vectors: whole vectors, and a last few columns paired with the next row's in one
+// vector when they fill at most half of one.
+inline int rows_lanes(int ow, int width) {
+    const int rest = ow % width;
+    return ow / width * width + (rest == 0 ? 0 : rest <= width / 2 ? width / 2 : width);
+}
 
 // Splits one call of `kernel` (a table's conv or conv_rows_pool) over `pool`'s threads and the caller, by output rows
 // or, for a single row (a dense layer), by blocks of output channels. Runs it

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #if defined(__AVX512F__)
@@ -92,24 +93,71 @@ void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
         for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
             for (int p = 0; p < P; ++p) acc[r][p][v] = V{};
-    for (int ky = 0; ky < a.kh; ++ky) {
-        const float* xr = a.x + (size_t(oy * a.sh + ky) * a.iw + size_t(ox0) * a.sw) * a.ci;
-        const float* wr = a.w + size_t(cb0) * block + size_t(ky) * run * kLanes;
-        for (int j = 0; j < run; ++j) {
-            V w[NV];
+    if (a.planar_in) {
+        // Row-planar input: a tile's pixels are neighbours in each channel's run, so
+        // their addresses differ by constants (no register per pixel). Two output
+        // rows (R = 2) read input rows oy .. oy + kh, all but the first and last for
+        // both: each input is broadcast once for both rows' sums, which take their
+        // terms in the same order as the NHWC loop below (ky, then kx, then c).
+        const size_t pitch = size_t(a.iw) * a.ci;
+        const float* wb = a.w + size_t(cb0) * block;
+        // Input row iy for row 0 (with weights row ky = iy, Top) and for row R - 1
+        // (ky = iy - 1, Bottom).
+        const auto input_row = [&](int iy, auto top, auto bottom) __attribute__((always_inline)) {
+            constexpr bool Top = decltype(top)::value, Bottom = decltype(bottom)::value;
+            const float* xr = a.x + size_t(oy + iy) * pitch + ox0;
+            const float* w0 = wb + size_t(iy) * run * kLanes;
+            const float* w1 = w0 - size_t(run) * kLanes;
+            for (int kx = 0; kx < a.kw; ++kx)
+                for (int c = 0; c < a.ci; ++c) {
+                    const float* xc = xr + size_t(c) * a.iw + kx;
+                    const size_t j = size_t(kx * a.ci + c) * kLanes;
+                    V wt[NV], wm[NV];
 #pragma GCC unroll 16
-            for (int v = 0; v < NV; ++v)
-                w[v] = load(wr + (v / kPerBlock) * block + size_t(j) * kLanes + (v % kPerBlock) * kWidth);
-#pragma GCC unroll 2
-            for (int r = 0; r < R; ++r)
+                    for (int v = 0; v < NV; ++v) {
+                        const size_t at = (v / kPerBlock) * block + j + (v % kPerBlock) * kWidth;
+                        if constexpr (Top) wt[v] = load(w0 + at);
+                        if constexpr (Bottom) wm[v] = load(w1 + at);
+                    }
 #pragma GCC unroll 16
-                for (int p = 0; p < P; ++p) {
-                    const float x = xr[r * rs + p * xs + j];
+                    for (int p = 0; p < P; ++p) {
+                        const float x = xc[p];
 #pragma GCC unroll 16
-                    for (int v = 0; v < NV; ++v) acc[r][p][v] += x * w[v];
+                        for (int v = 0; v < NV; ++v) {
+                            if constexpr (Top) acc[0][p][v] += x * wt[v];
+                            if constexpr (Bottom) acc[R - 1][p][v] += x * wm[v];
+                        }
+                    }
                 }
+        };
+        using yes = std::true_type;
+        using no = std::false_type;
+        if constexpr (R == 1) {
+            for (int iy = 0; iy < a.kh; ++iy) input_row(iy, yes{}, no{});
+        } else {
+            input_row(0, yes{}, no{});
+            for (int iy = 1; iy < a.kh; ++iy) input_row(iy, yes{}, yes{});
+            input_row(a.kh, no{}, yes{});
         }
-    }
+    } else
+        for (int ky = 0; ky < a.kh; ++ky) {
+            const float* xr = a.x + (size_t(oy * a.sh + ky) * a.iw + size_t(ox0) * a.sw) * a.ci;
+            const float* wr = a.w + size_t(cb0) * block + size_t(ky) * run * kLanes;
+            for (int j = 0; j < run; ++j) {
+                V w[NV];
+#pragma GCC unroll 16
+                for (int v = 0; v < NV; ++v)
+                    w[v] = load(wr + (v / kPerBlock) * block + size_t(j) * kLanes + (v % kPerBlock) * kWidth);
+#pragma GCC unroll 2
+                for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+                    for (int p = 0; p < P; ++p) {
+                        const float x = xr[r * rs + p * xs + j];
+#pragma GCC unroll 16
+                        for (int v = 0; v < NV; ++v) acc[r][p][v] += x * w[v];
+                    }
+            }
+        }
     const bool relu = a.relu;
     const int left = a.co - cb0 * kLanes;  // channels from this tile's first one
     if constexpr (R == 2) {  // fused 2x2 max pool: pooled pixel (oy/2, ox0/2 + q)
@@ -196,24 +244,106 @@ constexpr int kBlocksPerPass = kPerBlock == 1 ? 2 : 1;
 void conv(const ConvArgs& a) {
     const int blocks = (a.co + kLanes - 1) / kLanes;
     int cb = 0;
+    if (!a.pool && a.ow * (a.row_end - a.row_begin) < 4) {
+        for (; cb + 4 <= blocks; cb += 4) conv_blocks<4>(a, cb);
+    }
     for (; cb + kBlocksPerPass <= blocks; cb += kBlocksPerPass) conv_blocks<kBlocksPerPass>(a, cb);
     if (cb < blocks) conv_blocks<1>(a, cb);
 }
 
-// The first layer: one input channel, stride 1, a fused 2x2 max pool. Each
-// accumulator holds kWidth neighbouring conv outputs of one channel; a tile is 2
-// rows x 2 vectors x G channels. Pooling max-es the rows, then even and odd lanes.
+// A dense layer on one image (a 1x1 convolution over one pixel): the conv tiles'
+// accumulators are pixels x blocks, here one pixel and two blocks, so every sum
+// waited on the multiply-add before it (its latency, 4 cycles, against 2 issued a
+// cycle). Here S runs of the inputs are summed apart, for B blocks at once, and
+// added in a fixed order at the end: B x S independent sums, enough to cover the
+// latency on every set, while each weight is still read once.
+template <int B, int S>
+void dense_pass(const ConvArgs& a, int px, int cb0) {
+    constexpr int NV = B * kPerBlock;
+    const int k = a.ci, len = k / S;
+    const size_t block = size_t(k) * kLanes;
+    const float* x = a.x + size_t(px) * a.ci;
+    const float* w = a.w + size_t(cb0) * block;
+    V acc[S][NV];
+#pragma GCC unroll 8
+    for (int s = 0; s < S; ++s)
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) acc[s][v] = V{};
+    for (int j = 0; j < len; ++j)
+#pragma GCC unroll 8
+        for (int s = 0; s < S; ++s) {
+            const int i = s * len + j;
+            const float xi = x[i];
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v)
+                acc[s][v] += xi * load(w + (v / kPerBlock) * block + size_t(i) * kLanes + (v % kPerBlock) * kWidth);
+        }
+    for (int i = S * len; i < k; ++i) {  // the inputs past S equal runs
+        const float xi = x[i];
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v)
+            acc[S - 1][v] += xi * load(w + (v / kPerBlock) * block + size_t(i) * kLanes + (v % kPerBlock) * kWidth);
+    }
+    const int left = a.co - cb0 * kLanes;
+    float* y = a.y + size_t(px) * a.ldy + cb0 * kLanes;
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) {
+        if (v * kWidth >= left) break;
+        V m = acc[0][v];
+#pragma GCC unroll 8
+        for (int s = 1; s < S; ++s) m += acc[s][v];
+        m += load(a.bias + cb0 * kLanes + v * kWidth);
+        if (a.relu) m = m < 0.f ? 0.f : m;  // NaN stays NaN, as in TensorFlow
+        store(y + v * kWidth, m, left - v * kWidth);
+    }
+}
+
+// Independent sums per pass: the FMA latency times the FMAs issued a cycle.
+constexpr int kChainsNeeded = 8;
+template <int B>
+constexpr int dense_splits() {
+    return std::max(1, kChainsNeeded / (B * kPerBlock));
+}
+
+void dense_few(const ConvArgs& a) {
+    const int blocks = (a.co + kLanes - 1) / kLanes;
+    constexpr int wide = kPerBlock == 1 ? 4 : 2;  // blocks a pass: accumulators and weights fit the registers
+    for (int px = 0; px < a.ow; ++px) {
+        int cb = 0;
+        for (; cb + wide <= blocks; cb += wide) dense_pass<wide, dense_splits<wide>()>(a, px, cb);
+        for (; cb < blocks; ++cb) dense_pass<1, dense_splits<1>()>(a, px, cb);
+    }
+}
+
+// Convolutions with few output channels (every LeNet's first layer, and small
+// second ones), stride 1, with a fused 2x2 max pool: vectors along the output
+// rows and weights broadcast, so that 5 or 6 output channels leave no lane idle.
+// x is row-planar (each row's ci channels one after another, each a run of iw
+// values; that is NHWC when ci = 1). A tile is RP pairs of rows x F whole vectors a
+// row, plus, with T, one vector holding the pair's last columns (at most half a
+// vector), the lower row in the lower half and the upper row in the upper half: a
+// 24-wide pair takes 3 vectors, not 4, and an 8-wide one 1, not 2. Every sum takes
+// its terms in conv_tile's order (ky, kx, then c). Pooling max-es the rows, then
+// even and odd lanes.
 #if defined(__GNUC__) && !defined(__clang__)
 using VI = int __attribute__((vector_size(kWidth * sizeof(int))));
 template <int Odd, size_t... I>
 constexpr VI lane_pairs(std::index_sequence<I...>) {
     return VI{int(2 * I + Odd)...};
 }
+template <size_t... I>
+constexpr VI rotated_half(std::index_sequence<I...>) {
+    return VI{int((I + kWidth / 2) % kWidth)...};
+}
 inline V pool_pairs(V lo, V hi) {  // lane q: max(lanes 2q, 2q + 1) of lo:hi
     constexpr VI even = lane_pairs<0>(std::make_index_sequence<kWidth>());
     constexpr VI odd = lane_pairs<1>(std::make_index_sequence<kWidth>());
     const V a = __builtin_shuffle(lo, hi, even), b = __builtin_shuffle(lo, hi, odd);
     return a > b ? a : b;
+}
+inline V swap_halves(V v) {
+    constexpr VI idx = rotated_half(std::make_index_sequence<kWidth>());
+    return __builtin_shuffle(v, idx);
 }
 #else
 inline V pool_pairs(V lo, V hi) {
@@ -225,69 +355,182 @@ inline V pool_pairs(V lo, V hi) {
     }
     return out;
 }
+inline V swap_halves(V v) {
+    V out;
+    for (int l = 0; l < kWidth; ++l) out[l] = v[(l + kWidth / 2) % kWidth];
+    return out;
+}
 #endif
 
-template <int G>
-void rows_pool_group(const ConvArgs& a, int co0) {
-    const int pw = a.ow / 2;
-    const float* bias = a.bias;  // packed bias: channel o at o
-    for (int oy = a.row_begin; oy < a.row_end; oy += 2)
-        for (int c0 = 0; c0 < a.ow; c0 += 2 * kWidth) {
-            V acc[2][2][G];  // the bias is added to the pooled sums (see conv_tile)
-#pragma GCC unroll 8
-            for (int g = 0; g < G; ++g) acc[0][0][g] = acc[0][1][g] = acc[1][0][g] = acc[1][1][g] = V{};
-            for (int ky = 0; ky < a.kh; ++ky) {
-                const float* r0 = a.x + size_t(oy + ky) * a.iw + c0;
-                const float* r1 = r0 + a.iw;
-                const float* wk = a.hwio + size_t(ky) * a.kw * a.co + co0;
-                for (int kx = 0; kx < a.kw; ++kx, wk += a.co) {
-                    const V x00 = load(r0 + kx), x01 = load(r0 + kx + kWidth);
-                    const V x10 = load(r1 + kx), x11 = load(r1 + kx + kWidth);
-#pragma GCC unroll 8
-                    for (int g = 0; g < G; ++g) {
-                        const float w = wk[g];
-                        acc[0][0][g] += x00 * w;
-                        acc[0][1][g] += x01 * w;
-                        acc[1][0][g] += x10 * w;
-                        acc[1][1][g] += x11 * w;
-                    }
-                }
-            }
-            // Pooled columns c0/2 .. c0/2 + kWidth - 1, of which `valid` exist.
-            alignas(64) float pooled[G][kWidth];
-            const bool relu = a.relu;
-#pragma GCC unroll 8
-            for (int g = 0; g < G; ++g) {
-                const V lo = acc[0][0][g] > acc[1][0][g] ? acc[0][0][g] : acc[1][0][g];
-                const V hi = acc[0][1][g] > acc[1][1][g] ? acc[0][1][g] : acc[1][1][g];
-                V m = pool_pairs(lo, hi) + bias[co0 + g];
-                if (relu) m = m < 0.f ? 0.f : m;  // NaN stays NaN, as in TensorFlow
-                std::memcpy(pooled[g], &m, sizeof m);
-            }
-            const int valid = std::min(kWidth, pw - c0 / 2);
-            float* y = a.y + (size_t(oy / 2) * pw + c0 / 2) * a.ldy + co0;
-            for (int q = 0; q < valid; ++q, y += a.ldy)
-#pragma GCC unroll 8
-                for (int g = 0; g < G; ++g) y[g] = pooled[g][q];
-        }
+constexpr int kHalf = kWidth / 2;
+
+using HalfV = float __attribute__((vector_size(kHalf * sizeof(float))));
+template <size_t... I>
+inline V concat(HalfV lo, HalfV hi, std::index_sequence<I...>) {
+    return __builtin_shufflevector(lo, hi, I...);
+}
+// Lanes [0, kHalf) from lo, [kHalf, kWidth) from hi.
+inline V load_halves(const float* lo, const float* hi) {
+    HalfV a, b;
+    std::memcpy(&a, lo, sizeof a);
+    std::memcpy(&b, hi, sizeof b);
+    return concat(a, b, std::make_index_sequence<kWidth>());
 }
 
-constexpr int kRowGroup = std::max(1, std::min(7, kAccBudget / 4));  // channels per pass
+template <int RP, int F, bool T, int G>
+void rows_pool_tile(const ConvArgs& a, int oy, int c0, int co0) {
+    constexpr int NX = 2 * F + (T ? 1 : 0);    // accumulators a row pair and channel
+    const size_t pitch = size_t(a.iw) * a.ci;  // floats between input rows
+    V acc[RP][NX][G];                          // the bias is added to the pooled sums (see conv_tile)
+#pragma GCC unroll 2
+    for (int r = 0; r < RP; ++r)
+#pragma GCC unroll 5
+        for (int i = 0; i < NX; ++i)
+#pragma GCC unroll 16
+            for (int g = 0; g < G; ++g) acc[r][i][g] = V{};
+    // One tap: the input rows at r0 (from column c0), the weights at wk.
+    const auto tap = [&](const float* r0, const float* wk) __attribute__((always_inline)) {
+        V x[RP][NX];
+#pragma GCC unroll 2
+        for (int r = 0; r < RP; ++r) {
+            const float* lo = r0 + 2 * r * pitch;
+#pragma GCC unroll 2
+            for (int f = 0; f < F; ++f) {
+                x[r][2 * f] = load(lo + f * kWidth);
+                x[r][2 * f + 1] = load(lo + pitch + f * kWidth);
+            }
+            if constexpr (T) x[r][NX - 1] = load_halves(lo + F * kWidth, lo + pitch + F * kWidth);
+        }
+#pragma GCC unroll 16
+        for (int g = 0; g < G; ++g) {
+            const float w = wk[g];
+#pragma GCC unroll 2
+            for (int r = 0; r < RP; ++r)
+#pragma GCC unroll 5
+                for (int i = 0; i < NX; ++i) acc[r][i][g] += x[r][i] * w;
+        }
+    };
+    for (int ky = 0; ky < a.kh; ++ky) {
+        const float* row = a.x + size_t(oy + ky) * pitch + c0;
+        const float* wr = a.hwio + size_t(ky) * a.kw * a.ci * a.co + co0;
+        if (a.ci == 1) {  // one loop: the first layers
+            for (int kx = 0; kx < a.kw; ++kx) tap(row + kx, wr + size_t(kx) * a.co);
+            continue;
+        }
+        for (int kx = 0; kx < a.kw; ++kx)
+            for (int c = 0; c < a.ci; ++c) tap(row + size_t(c) * a.iw + kx, wr + size_t(kx * a.ci + c) * a.co);
+    }
+    // Pooled columns from c0 / 2: kHalf from each whole vector, then the pair's.
+    const int pw = a.ow / 2;
+    const int valid = std::min(F * kHalf + (T ? (a.ow - c0 - F * kWidth) / 2 : 0), pw - c0 / 2);
+    constexpr int vecs = F + (T ? 1 : 0);  // vectors of the row pair's max
+    const bool relu = a.relu;
+#pragma GCC unroll 2
+    for (int r = 0; r < RP; ++r) {
+        const int py = oy / 2 + r;
+        alignas(64) float pooled[G][2 * kWidth];
+#pragma GCC unroll 16
+        for (int g = 0; g < G; ++g) {
+            V rows[3];
+#pragma GCC unroll 2
+            for (int f = 0; f < F; ++f)
+                rows[f] = acc[r][2 * f][g] > acc[r][2 * f + 1][g] ? acc[r][2 * f][g] : acc[r][2 * f + 1][g];
+            if constexpr (T) {  // the pair's max in the lower half
+                const V t = acc[r][NX - 1][g], u = swap_halves(t);
+                rows[F] = t > u ? t : u;
+            }
+            V m[2];
+            m[0] = pool_pairs(rows[0], rows[vecs > 1 ? 1 : 0]);
+            if constexpr (vecs == 3) m[1] = pool_pairs(rows[2], rows[2]);
+            const V b = V{} + a.bias[co0 + g];  // max(a) + b = max(a + b)
+#pragma GCC unroll 2
+            for (int k = 0; k < (vecs + 1) / 2; ++k) {
+                V v = m[k] + b;
+                if (relu) v = v < 0.f ? 0.f : v;  // NaN stays NaN, as in TensorFlow
+                std::memcpy(pooled[g] + k * kWidth, &v, sizeof v);
+            }
+        }
+        if (a.planar_out) {
+            float* y = a.y + size_t(py) * pw * a.co + c0 / 2;
+#pragma GCC unroll 16
+            for (int g = 0; g < G; ++g) std::memcpy(y + size_t(co0 + g) * pw, pooled[g], valid * sizeof(float));
+            continue;
+        }
+        float* y = a.y + (size_t(py) * pw + c0 / 2) * a.ldy + co0;
+        for (int q = 0; q < valid; ++q, y += a.ldy)
+#pragma GCC unroll 16
+            for (int g = 0; g < G; ++g) y[g] = pooled[g][q];
+    }
+}
 
-template <size_t... I>
-constexpr std::array<void (*)(const ConvArgs&, int), sizeof...(I)> row_groups(std::index_sequence<I...>) {
-    return {&rows_pool_group<int(I) + 1>...};
+// The tiles' shapes: whole vectors a row, the paired tail, row pairs.
+struct RowsShape {
+    int f, t, rp;
+};
+constexpr RowsShape kRowsShapes[] = {{2, 0, 1}, {1, 0, 1}, {1, 1, 1}, {2, 1, 1}, {0, 1, 1}, {0, 1, 2}};
+constexpr int kRowsShapeCount = int(sizeof kRowsShapes / sizeof kRowsShapes[0]);
+
+// Output channels a tile of `shape` computes at once: its accumulators and inputs
+// within the register file (32 AVX-512, 16 AVX2 or SSE registers; the broadcast
+// weight may stay a memory operand).
+constexpr int rows_channels(RowsShape s) {
+    const int x = s.rp * (2 * s.f + s.t);
+    return std::max(1, std::min(16, ((kWidth == 16 ? 32 : 16) - x) / x));
+}
+
+using RowsFn = void (*)(const ConvArgs&, int, int, int);
+template <int S, size_t... I>
+constexpr std::array<RowsFn, sizeof...(I)> rows_fns(std::index_sequence<I...>) {
+    constexpr RowsShape s = kRowsShapes[S];
+    return {&rows_pool_tile < s.rp, s.f, s.t != 0, int(I) + 1 > ...};
+}
+template <int S>
+RowsFn rows_fn(int g) {
+    static constexpr auto fns = rows_fns<S>(std::make_index_sequence<rows_channels(kRowsShapes[S])>());
+    return fns[g - 1];
+}
+template <size_t... S>
+RowsFn rows_fn(int shape, int g, std::index_sequence<S...>) {
+    RowsFn fn = nullptr;
+    ((shape == int(S) ? (fn = rows_fn<int(S)>(g), 0) : 0), ...);
+    return fn;
+}
+
+// Runs `shape`'s tiles over its columns [c0, ...) and every row pair, all channels in
+// equal groups (32 channels as 7, 7, 6, 6, 6 rather than 7, 7, 7, 7, 4).
+void rows_pool_columns(const ConvArgs& a, int shape, int c0) {
+    const RowsShape s = kRowsShapes[shape];
+    const int most = rows_channels(s), count = (a.co + most - 1) / most;
+    for (int k = 0, co0 = 0; k < count; ++k) {
+        const int g = (a.co - co0) / (count - k);
+        const RowsFn fn = rows_fn(shape, g, std::make_index_sequence<kRowsShapeCount>());
+        const RowsFn one =
+            s.rp == 2 ? rows_fn(shape + (shape == 5 ? -1 : 0), g, std::make_index_sequence<kRowsShapeCount>()) : fn;
+        int oy = a.row_begin;
+        for (; s.rp == 2 && oy + 4 <= a.row_end; oy += 4) fn(a, oy, c0, co0);
+        for (; oy < a.row_end; oy += 2) one(a, oy, c0, co0);
+        co0 += g;
+    }
+}
+
+int rows_shape(int f, int t, int rp) {
+    for (int i = 0; i < kRowsShapeCount; ++i)
+        if (kRowsShapes[i].f == f && kRowsShapes[i].t == t && kRowsShapes[i].rp == rp) return i;
+    return -1;
 }
 
 void conv_rows_pool(const ConvArgs& a) {
-    static constexpr auto groups = row_groups(std::make_index_sequence<kRowGroup>());
-    // Equal groups: 32 channels as 7, 7, 6, 6, 6 rather than 7, 7, 7, 7, 4.
-    const int count = (a.co + kRowGroup - 1) / kRowGroup;
-    for (int k = 0, co0 = 0; k < count; ++k) {
-        const int g = (a.co - co0) / (count - k);
-        groups[g - 1](a, co0);
-        co0 += g;
-    }
+    // The row pair's columns: whole vectors, then a tail: in half a vector, paired.
+    const int whole = a.ow / kWidth, rest = a.ow % kWidth;
+    const bool paired = rest > 0 && rest <= kHalf;
+    int vectors = whole + (rest > kHalf ? 1 : 0), c0 = 0;
+    for (; vectors > 2 || (vectors == 2 && !paired); vectors -= 2, c0 += 2 * kWidth) rows_pool_columns(a, 0, c0);
+    if (vectors == 2)
+        rows_pool_columns(a, rows_shape(2, 1, 1), c0);
+    else if (vectors == 1)
+        rows_pool_columns(a, rows_shape(1, paired, 1), c0);
+    else if (paired)
+        rows_pool_columns(a, rows_shape(0, 1, 2), c0);
 }
 
 // Pooling over NHWC with windows clipped to the image (TensorFlow's 'same'
@@ -457,7 +700,8 @@ float mac_loop(int64_t iters) {
 
 extern const KernelTable LENET_CAT(kTable_, LENET_ISA);
 const KernelTable LENET_CAT(kTable_, LENET_ISA) = {
-    LENET_STR(LENET_ISA),       &LENET_ISA::conv,
+    LENET_STR(LENET_ISA),       LENET_ISA::kWidth,
+    &LENET_ISA::conv,           &LENET_ISA::dense_few,
     &LENET_ISA::conv_rows_pool, &LENET_ISA::pool,
     &LENET_ISA::winograd_in,    &LENET_ISA::winograd_out,
     &LENET_ISA::mac_loop,       int64_t(LENET_ISA::kChains) * LENET_ISA::kWidth};
