@@ -14,6 +14,12 @@
 namespace lenet::cpu {
 namespace {
 
+// Short rows (28 floats) are copied inline: a memcpy call per row cost as much as
+// the copy.
+inline void copy_floats(float* dst, const float* src, size_t n) {
+    for (size_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
 class DirectConv2d : public Kernel {
 public:
     // `pool`: the fused 2x2 / 2 max pool that follows, or null.
@@ -28,7 +34,7 @@ public:
     // it so (Backend::link): vectors along the rows produce that order, and a stride-1
     // convolution reads it without a register per pixel of its tile.
     bool link_planar(DirectConv2d& next) {
-        if (!rows_ || !next.stride1()) return false;
+        if (!rows_ || !next.stride1() || !(next.rows_if_planar() || table_.planar_conv)) return false;
         planar_out_ = true;
         next.planar_in_ = true;
         next.choose();
@@ -47,7 +53,7 @@ public:
         a.w = packed_.w.data(), a.hwio = s_.weights.data(), a.bias = packed_.bias.data(), a.co = out.c;
         a.relu = s_.act.plain_relu(), a.ldy = out.c, a.row_begin = 0, a.row_end = oh, a.pool = pool_ != nullptr;
         // One input channel: NHWC is row-planar.
-        a.planar_in = planar_in_ || (in.c == 1 && stride1());
+        a.planar_in = planar_in_ || (in.c == 1 && stride1() && (rows_ || table_.planar_conv));
         a.planar_out = planar_out_;
         const auto kernel = rows_ ? table_.conv_rows_pool : table_.conv;
         for (int b = 0; b < n; ++b) {
@@ -76,16 +82,22 @@ private:
     // Vectors along the rows where they leave fewer lanes idle than 16-channel
     // blocks (few output channels), when the input is row-planar (planar_in_ or one
     // channel) and the pool fused; then the zero-bordered copy, which also gives the
-    // row kernel the vector of slack it reads past a row, unless the input comes
-    // from a linked kernel's buffer (CpuBackend::alloc's slack).
-    void choose() {
+    // row kernel the slack it reads past a row where its vectors reach beyond one,
+    // unless the input comes from a linked kernel's buffer (CpuBackend::alloc's slack).
+    bool rows_if_planar() const {
         const int co = pool_ ? pool_->out.c : s_.out.c;
         const int ow = pool_ ? 2 * pool_->out.w : s_.out.w;
         const int blocks = (co + kLanes - 1) / kLanes;
-        rows_ = pool_ && stride1() && (planar_in_ || s_.in.c == 1) &&
-                int64_t(ow) * blocks * kLanes > int64_t(co) * rows_lanes(ow, table_.width);
+        return pool_ && stride1() && int64_t(ow) * blocks * kLanes > int64_t(co) * rows_lanes(ow, table_.width);
+    }
+
+    void choose() {
+        const int ow = pool_ ? 2 * pool_->out.w : s_.out.w;
+        rows_ = (planar_in_ || s_.in.c == 1) && rows_if_planar();
         const bool padded = s_.pad.top || s_.pad.bottom || s_.pad.left || s_.pad.right;
-        copy_ = padded || (rows_ && !planar_in_);
+        // The row kernel's vectors reach rows_lanes(ow) + kw - 1 columns into a row.
+        const bool overreads = rows_lanes(ow, table_.width) + s_.kw - 1 > pw_;
+        copy_ = padded || (rows_ && !planar_in_ && overreads);
         if (copy_)
             scratch_.assign(size_t(ph_) * pw_ * s_.in.c + (rows_ ? kLanes : 0), 0.f);
         else
@@ -100,14 +112,13 @@ private:
         if (!planar_in_) {
             const size_t row = size_t(in.w) * in.c;
             for (int iy = 0; iy < in.h; ++iy)
-                std::memcpy(scratch_.data() + ((size_t(iy) + top) * pw_ + left) * in.c, image + iy * row,
-                            row * sizeof(float));
+                copy_floats(scratch_.data() + ((size_t(iy) + top) * pw_ + left) * in.c, image + iy * row, row);
             return;
         }
         for (int iy = 0; iy < in.h; ++iy)
             for (int c = 0; c < in.c; ++c)
-                std::memcpy(scratch_.data() + ((size_t(iy) + top) * in.c + c) * pw_ + left,
-                            image + (size_t(iy) * in.c + c) * in.w, in.w * sizeof(float));
+                copy_floats(scratch_.data() + ((size_t(iy) + top) * in.c + c) * pw_ + left,
+                            image + (size_t(iy) * in.c + c) * in.w, in.w);
     }
 
     const Step& s_;

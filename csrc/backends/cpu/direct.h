@@ -86,6 +86,10 @@ struct WinogradArgs {
 struct KernelTable {
     const char* isa;         // "avx512", "avx2", "generic"
     int width;               // floats in a vector: 16, 8, 4
+    // Whether conv reads row-planar input (planar_in) faster than NHWC: AVX-512's tiles
+    // of 10-14 pixels need no register per pixel there; AVX2's of 2 gain nothing and
+    // lose the broadcast of each input to both rows of a pooled tile (measured).
+    bool planar_conv;
     void (*conv)(const ConvArgs&);
     // A dense layer (conv's 1x1 form) on a few images: each image alone, its inputs
     // summed in several runs so that one image still has independent sums.

@@ -377,89 +377,96 @@ inline V load_halves(const float* lo, const float* hi) {
     return concat(a, b, std::make_index_sequence<kWidth>());
 }
 
+// Row pairs [oy0, oy1) in steps of 2 RP, columns from c0, channels [co0, co0 + G).
 template <int RP, int F, bool T, int G>
-void rows_pool_tile(const ConvArgs& a, int oy, int c0, int co0) {
+void rows_pool_tiles(const ConvArgs& a, int oy0, int oy1, int c0, int co0) {
     constexpr int NX = 2 * F + (T ? 1 : 0);    // accumulators a row pair and channel
+    constexpr int vecs = F + (T ? 1 : 0);      // vectors of a row pair's max
     const size_t pitch = size_t(a.iw) * a.ci;  // floats between input rows
-    V acc[RP][NX][G];                          // the bias is added to the pooled sums (see conv_tile)
+    const int pw = a.ow / 2;
+    // Pooled columns from c0 / 2: kHalf from each whole vector, then the pair's.
+    const int valid = std::min(F * kHalf + (T ? (a.ow - c0 - F * kWidth) / 2 : 0), pw - c0 / 2);
+    const bool relu = a.relu;
+    const float* bias = a.bias + co0;  // added to the pooled sums (see conv_tile)
+    for (int oy = oy0; oy < oy1; oy += 2 * RP) {
+        V acc[RP][NX][G];
 #pragma GCC unroll 2
-    for (int r = 0; r < RP; ++r)
+        for (int r = 0; r < RP; ++r)
 #pragma GCC unroll 5
-        for (int i = 0; i < NX; ++i)
+            for (int i = 0; i < NX; ++i)
 #pragma GCC unroll 16
-            for (int g = 0; g < G; ++g) acc[r][i][g] = V{};
-    // One tap: the input rows at r0 (from column c0), the weights at wk.
-    const auto tap = [&](const float* r0, const float* wk) __attribute__((always_inline)) {
-        V x[RP][NX];
+                for (int g = 0; g < G; ++g) acc[r][i][g] = V{};
+        // One tap: the input rows at r0 (from column c0), the weights at wk.
+        const auto tap = [&](const float* r0, const float* wk) __attribute__((always_inline)) {
+            V x[RP][NX];
+#pragma GCC unroll 2
+            for (int r = 0; r < RP; ++r) {
+                const float* lo = r0 + 2 * r * pitch;
+#pragma GCC unroll 2
+                for (int f = 0; f < F; ++f) {
+                    x[r][2 * f] = load(lo + f * kWidth);
+                    x[r][2 * f + 1] = load(lo + pitch + f * kWidth);
+                }
+                if constexpr (T) x[r][NX - 1] = load_halves(lo + F * kWidth, lo + pitch + F * kWidth);
+            }
+#pragma GCC unroll 16
+            for (int g = 0; g < G; ++g) {
+                const float w = wk[g];
+#pragma GCC unroll 2
+                for (int r = 0; r < RP; ++r)
+#pragma GCC unroll 5
+                    for (int i = 0; i < NX; ++i) acc[r][i][g] += x[r][i] * w;
+            }
+        };
+        for (int ky = 0; ky < a.kh; ++ky) {
+            const float* row = a.x + size_t(oy + ky) * pitch + c0;
+            const float* wr = a.hwio + size_t(ky) * a.kw * a.ci * a.co + co0;
+            if (a.ci == 1) {  // one loop: the first layers
+                for (int kx = 0; kx < a.kw; ++kx) tap(row + kx, wr + size_t(kx) * a.co);
+                continue;
+            }
+            for (int kx = 0; kx < a.kw; ++kx)
+                for (int c = 0; c < a.ci; ++c) tap(row + size_t(c) * a.iw + kx, wr + size_t(kx * a.ci + c) * a.co);
+        }
 #pragma GCC unroll 2
         for (int r = 0; r < RP; ++r) {
-            const float* lo = r0 + 2 * r * pitch;
+            const int py = oy / 2 + r;
+            V m[G][2];  // pooled columns: up to 2 vectors a channel
+#pragma GCC unroll 16
+            for (int g = 0; g < G; ++g) {
+                V rows[3];
 #pragma GCC unroll 2
-            for (int f = 0; f < F; ++f) {
-                x[r][2 * f] = load(lo + f * kWidth);
-                x[r][2 * f + 1] = load(lo + pitch + f * kWidth);
+                for (int f = 0; f < F; ++f)
+                    rows[f] = acc[r][2 * f][g] > acc[r][2 * f + 1][g] ? acc[r][2 * f][g] : acc[r][2 * f + 1][g];
+                if constexpr (T) {  // the pair's max in the lower half
+                    const V t = acc[r][NX - 1][g], u = swap_halves(t);
+                    rows[F] = t > u ? t : u;
+                }
+                m[g][0] = pool_pairs(rows[0], rows[vecs > 1 ? 1 : 0]);
+                if constexpr (vecs == 3) m[g][1] = pool_pairs(rows[2], rows[2]);
+#pragma GCC unroll 2
+                for (int k = 0; k < (vecs + 1) / 2; ++k) {
+                    m[g][k] += bias[g];  // max(a) + b = max(a + b)
+                    if (relu) m[g][k] = m[g][k] < 0.f ? 0.f : m[g][k];  // NaN stays NaN, as in TensorFlow
+                }
             }
-            if constexpr (T) x[r][NX - 1] = load_halves(lo + F * kWidth, lo + pitch + F * kWidth);
-        }
+            if (a.planar_out) {
+                float* y = a.y + size_t(py) * pw * a.co + c0 / 2;
 #pragma GCC unroll 16
-        for (int g = 0; g < G; ++g) {
-            const float w = wk[g];
+                for (int g = 0; g < G; ++g)
 #pragma GCC unroll 2
-            for (int r = 0; r < RP; ++r)
-#pragma GCC unroll 5
-                for (int i = 0; i < NX; ++i) acc[r][i][g] += x[r][i] * w;
-        }
-    };
-    for (int ky = 0; ky < a.kh; ++ky) {
-        const float* row = a.x + size_t(oy + ky) * pitch + c0;
-        const float* wr = a.hwio + size_t(ky) * a.kw * a.ci * a.co + co0;
-        if (a.ci == 1) {  // one loop: the first layers
-            for (int kx = 0; kx < a.kw; ++kx) tap(row + kx, wr + size_t(kx) * a.co);
-            continue;
-        }
-        for (int kx = 0; kx < a.kw; ++kx)
-            for (int c = 0; c < a.ci; ++c) tap(row + size_t(c) * a.iw + kx, wr + size_t(kx * a.ci + c) * a.co);
-    }
-    // Pooled columns from c0 / 2: kHalf from each whole vector, then the pair's.
-    const int pw = a.ow / 2;
-    const int valid = std::min(F * kHalf + (T ? (a.ow - c0 - F * kWidth) / 2 : 0), pw - c0 / 2);
-    constexpr int vecs = F + (T ? 1 : 0);  // vectors of the row pair's max
-    const bool relu = a.relu;
-#pragma GCC unroll 2
-    for (int r = 0; r < RP; ++r) {
-        const int py = oy / 2 + r;
-        alignas(64) float pooled[G][2 * kWidth];
-#pragma GCC unroll 16
-        for (int g = 0; g < G; ++g) {
-            V rows[3];
-#pragma GCC unroll 2
-            for (int f = 0; f < F; ++f)
-                rows[f] = acc[r][2 * f][g] > acc[r][2 * f + 1][g] ? acc[r][2 * f][g] : acc[r][2 * f + 1][g];
-            if constexpr (T) {  // the pair's max in the lower half
-                const V t = acc[r][NX - 1][g], u = swap_halves(t);
-                rows[F] = t > u ? t : u;
+                    for (int k = 0; k < (vecs + 1) / 2; ++k)
+                        store(y + size_t(co0 + g) * pw + k * kWidth, m[g][k], valid - k * kWidth);
+                continue;
             }
-            V m[2];
-            m[0] = pool_pairs(rows[0], rows[vecs > 1 ? 1 : 0]);
-            if constexpr (vecs == 3) m[1] = pool_pairs(rows[2], rows[2]);
-            const V b = V{} + a.bias[co0 + g];  // max(a) + b = max(a + b)
-#pragma GCC unroll 2
-            for (int k = 0; k < (vecs + 1) / 2; ++k) {
-                V v = m[k] + b;
-                if (relu) v = v < 0.f ? 0.f : v;  // NaN stays NaN, as in TensorFlow
-                std::memcpy(pooled[g] + k * kWidth, &v, sizeof v);
-            }
-        }
-        if (a.planar_out) {
-            float* y = a.y + size_t(py) * pw * a.co + c0 / 2;
+            alignas(64) float pooled[G][2 * kWidth];
 #pragma GCC unroll 16
-            for (int g = 0; g < G; ++g) std::memcpy(y + size_t(co0 + g) * pw, pooled[g], valid * sizeof(float));
-            continue;
-        }
-        float* y = a.y + (size_t(py) * pw + c0 / 2) * a.ldy + co0;
-        for (int q = 0; q < valid; ++q, y += a.ldy)
+            for (int g = 0; g < G; ++g) std::memcpy(pooled[g], m[g], sizeof m[g]);
+            float* y = a.y + (size_t(py) * pw + c0 / 2) * a.ldy + co0;
+            for (int q = 0; q < valid; ++q, y += a.ldy)
 #pragma GCC unroll 16
-            for (int g = 0; g < G; ++g) y[g] = pooled[g][q];
+                for (int g = 0; g < G; ++g) y[g] = pooled[g][q];
+        }
     }
 }
 
@@ -478,11 +485,11 @@ constexpr int rows_channels(RowsShape s) {
     return std::max(1, std::min(16, ((kWidth == 16 ? 32 : 16) - x) / x));
 }
 
-using RowsFn = void (*)(const ConvArgs&, int, int, int);
+using RowsFn = void (*)(const ConvArgs&, int, int, int, int);
 template <int S, size_t... I>
 constexpr std::array<RowsFn, sizeof...(I)> rows_fns(std::index_sequence<I...>) {
     constexpr RowsShape s = kRowsShapes[S];
-    return {&rows_pool_tile < s.rp, s.f, s.t != 0, int(I) + 1 > ...};
+    return {&rows_pool_tiles < s.rp, s.f, s.t != 0, int(I) + 1 > ...};
 }
 template <int S>
 RowsFn rows_fn(int g) {
@@ -496,6 +503,12 @@ RowsFn rows_fn(int shape, int g, std::index_sequence<S...>) {
     return fn;
 }
 
+constexpr int rows_shape(int f, int t, int rp) {
+    for (int i = 0; i < kRowsShapeCount; ++i)
+        if (kRowsShapes[i].f == f && kRowsShapes[i].t == t && kRowsShapes[i].rp == rp) return i;
+    return -1;
+}
+
 // Runs `shape`'s tiles over its columns [c0, ...) and every row pair, all channels in
 // equal groups (32 channels as 7, 7, 6, 6, 6 rather than 7, 7, 7, 7, 4).
 void rows_pool_columns(const ConvArgs& a, int shape, int c0) {
@@ -504,19 +517,13 @@ void rows_pool_columns(const ConvArgs& a, int shape, int c0) {
     for (int k = 0, co0 = 0; k < count; ++k) {
         const int g = (a.co - co0) / (count - k);
         const RowsFn fn = rows_fn(shape, g, std::make_index_sequence<kRowsShapeCount>());
-        const RowsFn one =
-            s.rp == 2 ? rows_fn(shape + (shape == 5 ? -1 : 0), g, std::make_index_sequence<kRowsShapeCount>()) : fn;
-        int oy = a.row_begin;
-        for (; s.rp == 2 && oy + 4 <= a.row_end; oy += 4) fn(a, oy, c0, co0);
-        for (; oy < a.row_end; oy += 2) one(a, oy, c0, co0);
+        // Pairs of row pairs, then a last pair alone.
+        const RowsFn one = rows_fn(rows_shape(s.f, s.t, 1), g, std::make_index_sequence<kRowsShapeCount>());
+        const int pairs = (a.row_end - a.row_begin) / 2, split = a.row_begin + (pairs - pairs % s.rp) * 2;
+        if (split > a.row_begin) fn(a, a.row_begin, split, c0, co0);
+        if (split < a.row_end) one(a, split, a.row_end, c0, co0);
         co0 += g;
     }
-}
-
-int rows_shape(int f, int t, int rp) {
-    for (int i = 0; i < kRowsShapeCount; ++i)
-        if (kRowsShapes[i].f == f && kRowsShapes[i].t == t && kRowsShapes[i].rp == rp) return i;
-    return -1;
 }
 
 void conv_rows_pool(const ConvArgs& a) {
@@ -699,11 +706,16 @@ float mac_loop(int64_t iters) {
 }  // namespace LENET_ISA
 
 extern const KernelTable LENET_CAT(kTable_, LENET_ISA);
-const KernelTable LENET_CAT(kTable_, LENET_ISA) = {
-    LENET_STR(LENET_ISA),       LENET_ISA::kWidth,
-    &LENET_ISA::conv,           &LENET_ISA::dense_few,
-    &LENET_ISA::conv_rows_pool, &LENET_ISA::pool,
-    &LENET_ISA::winograd_in,    &LENET_ISA::winograd_out,
-    &LENET_ISA::mac_loop,       int64_t(LENET_ISA::kChains) * LENET_ISA::kWidth};
+const KernelTable LENET_CAT(kTable_, LENET_ISA) = {LENET_STR(LENET_ISA),
+                                                   LENET_ISA::kWidth,
+                                                   LENET_ISA::kWidth == 16,
+                                                   &LENET_ISA::conv,
+                                                   &LENET_ISA::dense_few,
+                                                   &LENET_ISA::conv_rows_pool,
+                                                   &LENET_ISA::pool,
+                                                   &LENET_ISA::winograd_in,
+                                                   &LENET_ISA::winograd_out,
+                                                   &LENET_ISA::mac_loop,
+                                                   int64_t(LENET_ISA::kChains) * LENET_ISA::kWidth};
 
 }  // namespace lenet::cpu
