@@ -241,7 +241,7 @@ FUSED_CASES = [
 
 @pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("h,w,ci,co,k,pad,act", FUSED_CASES)
-@pytest.mark.parametrize("n,threads", [(1, 1), (1, 2), (5, 2)])
+@pytest.mark.parametrize("n,threads", [(1, 1), (1, 2), (5, 2), (40, 1)])
 def test_conv_then_max_pool(h, w, ci, co, k, pad, act, n, threads, kernels):
     x, wt, b = conv_inputs(RNG, n, h, w, ci, co, k)
     got = run(
@@ -875,6 +875,7 @@ CHAIN_CASES = [
     (16, 16, 2, [(9, 3, "same", True), (17, 3, "valid", True)], "relu"),  # 9 channels: two groups; 17: two blocks
     (6, 6, 1, [(2, 3, "valid", True), (3, 1, "valid", True)], "relu"),  # 2x2 conv outputs: a pair in a vector
     (13, 11, 1, [(5, 3, "valid", True), (4, 2, "valid", True)], "tanh"),  # odd sizes: pools drop a row, a column
+    (12, 12, 1, [(4, 3, "valid", True), (40, 3, "valid", False)], "relu"),  # 40 channels after: no images in lanes
 ]
 
 
@@ -918,15 +919,17 @@ def test_convolutions_back_to_back(h, w, ci, convs, act, n, threads, kernels):
 
 @pytest.mark.parametrize("kernels", [k for k in KERNELS if k not in ("blas", "nchw")])
 @pytest.mark.parametrize("h,w,ci,convs,act", CHAIN_CASES)
-def test_row_planar_hand_over_gives_the_same_bits(h, w, ci, convs, act, kernels):
+def test_convolutions_give_the_same_bits_on_every_path(h, w, ci, convs, act, kernels):
     # Every direct kernel sums a convolution's terms in one order (ky, kx, then the input
     # channel), whichever way it vectorizes: a chain whose convolutions hand their values
-    # over row-planar answers, to the bit, as its layers run one network each on NHWC.
+    # over row-planar or interleaved answers, to the bit, as its layers run one network
+    # each on NHWC, and as each image alone (images in lanes for the whole groups of 35:
+    # two of 16 on AVX-512, then 3 alone).
     rng = np.random.default_rng(5)
     parts = _chain(ci, convs, act, rng)
-    x = rng.standard_normal((3, h, w, ci)).astype(np.float32)
+    x = rng.standard_normal((35, h, w, ci)).astype(np.float32)
     ex = _core.Executor(network([l for make, _ in parts for l in make()], x.shape[1:]), "cpu", 1, cpu_kernels=kernels)
-    chained = ex.run(x).reshape(3, -1)
+    chained = ex.run(x).reshape(35, -1)
     facts = [k for plan in ex.describe() for k in plan["kernels"]]
     assert facts[1].get("input") == facts[0].get("output")
     # One input channel: the first convolution runs vectors along the rows, and hands over
@@ -934,11 +937,16 @@ def test_row_planar_hand_over_gives_the_same_bits(h, w, ci, convs, act, kernels)
     isa = KERNELS[0] if kernels == "auto" else kernels
     linked = ci == 1 and (facts[1]["vectors"] == "rows" or isa == "avx512")
     assert (facts[0].get("output") == "row-planar") == linked
+    # Images in lanes on AVX-512 for convolutions of up to 32 output channels.
+    lanes = isa == "avx512" and convs[0][0] <= 32 and convs[1][0] <= 32
+    assert (facts[0].get("interleaved") == "out") == lanes
     y = x
     for make, _ in parts:
         shape = _chain_reference(y[:1].astype(np.float64), [(make, _)], act).shape[1:]
         y = run(make(), y, kernels=kernels).reshape((len(y),) + shape)
-    np.testing.assert_array_equal(chained, y.reshape(3, -1))
+    np.testing.assert_array_equal(chained, y.reshape(35, -1))
+    alone = np.concatenate([ex.run(x[i : i + 1]).reshape(1, -1) for i in range(0, 35, 4)])
+    np.testing.assert_array_equal(chained[::4], alone)
 
 
 @pytest.mark.parametrize("kernels", KERNELS)

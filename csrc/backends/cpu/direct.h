@@ -44,6 +44,12 @@ struct ConvArgs {
     bool planar_in = false;
     // y in row-planar order (conv_rows_pool only; ldy unused).
     bool planar_out = false;
+    // conv_il only (images in lanes, see KernelTable::conv_il): the output interleaved
+    // at y (0), or each image's at y + l * y_image, NHWC (1) or row-planar (2), through
+    // `stage` (an output row of every image: ow * co * width floats).
+    int il_out = 0;
+    size_t y_image = 0;
+    float* stage = nullptr;
 };
 
 struct PoolArgs {
@@ -94,6 +100,16 @@ struct KernelTable {
     // A dense layer (conv's 1x1 form) on a few images: each image alone, its inputs
     // summed in several runs so that one image still has independent sums.
     void (*dense_few)(const ConvArgs&);
+    // Stride 1 on `width` images at once, interleaved (value v of image l at
+    // v * width + l: x is (ih, iw, ci) so, padded), a lane per image: every lane holds an
+    // output whatever the channel counts. Optionally the fused pool. The same sums, in
+    // the same order, as conv and conv_rows_pool. Null where it does not pay (AVX2, SSE),
+    // with interleave and deinterleave.
+    void (*conv_il)(const ConvArgs&);
+    // dst[k * width + l] = src[l * stride + k] for k < count, l < width; and back:
+    // deinterleave(src, count, dst, stride) writes dst[l * stride + k] = src[k * width + l].
+    void (*interleave)(const float* src, size_t stride, int count, float* dst);
+    void (*deinterleave)(const float* src, int count, float* dst, size_t stride);
     // Stride 1, a fused 2x2 max pool, x row-planar (planar_in, or one input channel):
     // vectors along the output rows, weights broadcast, so that few output channels
     // (every LeNet's first layer) leave no lane idle. x must be readable one vector
