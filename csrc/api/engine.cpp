@@ -76,10 +76,7 @@ struct Engine::Impl {
         for (int v = 0; v < 256; ++v)
             for (int64_t c = 0; c < channels; ++c) {
                 const size_t k = mean.size() == 1 ? 0 : size_t(c);
-                // Stored, so that the compiler may not fuse the product into the
-                // subtraction: numpy rounds it first.
-                volatile float scaled = float(v) * input_scale;
-                table[size_t(v * channels + c)] = (scaled - float(mean[k])) / float(std_dev[k]);
+                table[size_t(v * channels + c)] = prepared_pixel(v, input_scale, float(mean[k]), float(std_dev[k]));
             }
     }
 };
