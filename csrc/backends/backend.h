@@ -149,6 +149,8 @@ struct BackendOptions {
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;
+// A factory as a plain function: what a backend compiled into another binary hands over.
+using BackendFactoryFunction = std::unique_ptr<Backend> (*)(const BackendOptions&);
 
 // The backend registry: "cpu" is always there; "cuda" is added by the _cuda
 // module when it is imported. make_backend throws InputError for an unknown name,

@@ -130,6 +130,14 @@ void bind_network(py::module_& m) {
             "output_kind", [](const Network& n) { return output_kind(n.output_kind()); },
             "'softmax', 'sigmoid' or 'scores': what the outputs are.")
         .def_property_readonly("channels_first", &Network::channels_first)
+        .def_property_readonly(
+            "image_shape",
+            [](const Network& n) -> py::object {
+                const ImageShape& i = n.image();
+                if (!i.channels) return py::none();
+                return py::make_tuple(i.height, i.width, i.channels);
+            },
+            "(height, width, channels) of the image the input holds (Network::image), None for none.")
         .def_property_readonly("params", &Network::params)
         .def_property_readonly("macs", &Network::macs, "Multiply-adds per image (convolutions, dense layers).")
         .def(

@@ -1,7 +1,9 @@
 // lenet._cuda: the CUDA backend as a module of its own, so that `import lenet`
 // works without CUDA. Importing it loads nothing of cuDNN or cuBLAS: load_libraries
 // opens them (libraries.h says how, and why not through the dynamic linker's
-// global scope) and only then registers the backend with the core's registry. The
+// global scope), and only then is its backend handed to the core's registry
+// (backend_factory: the module holds its own copy of the core, hidden, so the factory
+// crosses as a C function pointer, which lenet._native registers with _core). The
 // rest is what can be asked without running anything: device count, versions,
 // memory, and the cuDNN planner (which needs no GPU).
 #include <pybind11/numpy.h>
@@ -39,7 +41,6 @@ void require_libraries() {
 
 py::dict load_libraries(const std::vector<std::string>& cudnn, const std::vector<std::string>& cublas) {
     const cuda::LoadReport r = cuda::load_libraries(cudnn, cublas);
-    if (!backend_registered("cuda")) register_backend("cuda", cuda::make_cuda_backend);
     py::dict d;
     d["cudnn_path"] = r.cudnn_path;
     d["cublas_path"] = r.cublas_path;
@@ -218,6 +219,15 @@ PYBIND11_MODULE(_cuda, m) {
           "and registers the 'cuda' backend; raises CudaError naming every candidate tried. Returns the files "
           "opened and how they were isolated from other definitions in the process.");
     m.def("libraries_loaded", &cuda::libraries_loaded);
+    m.def(
+        "backend_factory",
+        [] {
+            if (!cuda::libraries_loaded())
+                throw CudaError("cuDNN and cuBLAS are not loaded (lenet._cuda.load_libraries)");
+            BackendFactoryFunction make = cuda::make_cuda_backend;
+            return py::capsule(reinterpret_cast<void*>(make), "lenet.backend_factory");
+        },
+        "The CUDA backend's factory, for lenet._core.register_backend, once the libraries are loaded.");
     m.attr("cross_reference_probes") = cuda::cross_reference_probes();
     m.def("device_count", [] { return cuda::device_count(nullptr); }, "Usable CUDA devices; 0 without GPU or driver.");
     m.def("unavailable_reason", [] {

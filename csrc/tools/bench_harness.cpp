@@ -123,7 +123,7 @@ struct Harness {
         while (int64_t(calls.size()) < min_calls || end < deadline) {
             const float* x = items.data() + (int64_t(calls.size()) % count) * batch * size;
             const auto t0 = clock::now();
-            engine.predict_proba(x, batch, probs.data());
+            engine.predict_proba(x, size_t(batch * size), probs.data(), probs.size());
             end = clock::now();
             calls.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(end - t0).count());
         }

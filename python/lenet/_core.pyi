@@ -4,7 +4,7 @@ The LayerSpec fields mirror LENET_LAYER_FIELDS (csrc/net/layer.h);
 tests/core/test_core_api.py checks them against the module.
 """
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -69,6 +69,8 @@ class Network:
     def output_kind(self) -> str: ...
     @property
     def channels_first(self) -> bool: ...
+    @property
+    def image_shape(self) -> Optional[tuple[int, int, int]]: ...
     @property
     def params(self) -> int: ...
     @property
@@ -135,3 +137,4 @@ png_decoder: str
 cuda_build: str  # what the build decided about the CUDA backend, in words
 
 def backend_registered(name: str) -> bool: ...
+def register_backend(name: str, factory: Any) -> None: ...

@@ -90,6 +90,8 @@ def _load_cuda():
         module.load_libraries(*cuda_library_candidates(module))
     except CudaError as e:
         return None, f'the CUDA backend is built but {e}; install them: pip install "lenet[cuda]"'
+    if not _core.backend_registered("cuda"):
+        _core.register_backend("cuda", module.backend_factory())
     return module, ""
 
 

@@ -176,26 +176,13 @@ class Model:
 
 
 def _image_shape(spec: ModelSpec, network: Any) -> Optional[tuple[int, int, int]]:
-    """What image the model's input holds: an image input as it is; (h, w) as one
-    channel; a flat input reshaped into an image by its first layer, or square."""
+    """What image the model's input holds: the core's answer (Network::image, which the C++
+    API gives too), but for an ONNX graph of Keras' layout (NHWC images transposed in the
+    graph), which only the loader knows."""
     shape = tuple(network.input_shape)
-    if len(shape) == 3 and spec.extra.get("input_layout") == "nhwc":  # an ONNX file of Keras' layout
+    if len(shape) == 3 and spec.extra.get("input_layout") == "nhwc":
         return shape
-    if len(shape) == 3:
-        return (shape[1], shape[2], shape[0]) if network.channels_first else shape
-    if len(shape) == 2:
-        return (shape[0], shape[1], 1)
-    first = next((l for l in spec.layers if list(l.inputs) == [-1]), None)
-    if (
-        first is not None
-        and first.kind == "reshape"
-        and len(first.target_shape) in (2, 3)
-        and -1 not in first.target_shape
-    ):
-        t = tuple(first.target_shape)
-        return (t[0], t[1], 1) if len(t) == 2 else ((t[1], t[2], t[0]) if network.channels_first else t)
-    side = int(round(shape[0] ** 0.5))
-    return (side, side, 1) if side * side == shape[0] else None
+    return network.image_shape
 
 
 def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None) -> Model:
