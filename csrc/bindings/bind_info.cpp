@@ -59,16 +59,6 @@ void bind_info(py::module_& m) {
         "Measured FP32 multiply-adds per second per thread, in GMAC/s, with `threads` threads busy.");
     m.attr("cuda_build") = LENET_CUDA_BUILD;
     m.def("backend_registered", &backend_registered, py::arg("name"));
-    // A backend another module compiled (lenet._cuda's backend_factory()): each module holds
-    // its own copy of the core, hidden, so the factory is handed over as a C function pointer.
-    m.def(
-        "register_backend",
-        [](const std::string& name, const py::capsule& factory) {
-            void* make = PyCapsule_GetPointer(factory.ptr(), "lenet.backend_factory");
-            if (!make) throw py::error_already_set();
-            register_backend(name, reinterpret_cast<BackendFactoryFunction>(make));
-        },
-        py::arg("name"), py::arg("factory"));
     m.attr("__version__") = LENET_VERSION_STRING;
 }
 

@@ -1,11 +1,10 @@
-// lenet._cuda: the CUDA backend as a module of its own, so that `import lenet`
-// works without CUDA. Importing it loads nothing of cuDNN or cuBLAS: load_libraries
-// opens them (libraries.h says how, and why not through the dynamic linker's
-// global scope), and only then is its backend handed to the core's registry
-// (backend_factory: the module holds its own copy of the core, hidden, so the factory
-// crosses as a C function pointer, which lenet._native registers with _core). The
-// rest is what can be asked without running anything: device count, versions,
-// memory, and the cuDNN planner (which needs no GPU).
+// lenet._cuda: what Python asks of the CUDA backend, a library of its own
+// (liblenet_cuda.so, which this module links and the core loads when an engine asks for
+// device "cuda": one copy of its state in the process). Importing it loads nothing of
+// cuDNN or cuBLAS: load_libraries opens them by the backend's own search (provider.h;
+// libraries.h says how, and why not through the dynamic linker's global scope). The
+// rest is what can be asked without running anything: device count, versions, memory,
+// and the cuDNN planner (which needs no GPU).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -18,10 +17,10 @@
 #include "../backends/cuda/fused_program.h"
 #include "../backends/cuda/libraries.h"
 #include "../backends/cuda/planner.h"
+#include "../backends/cuda/provider.h"
 #include "../backends/cuda/resources.h"
 #include "../backends/nchw/plan.h"
 #include "../net/network.h"
-#include "cuda_libraries.h"
 
 namespace py = pybind11;
 using namespace lenet;
@@ -39,8 +38,8 @@ void require_libraries() {
     if (!cuda::libraries_loaded()) throw CudaError("cuDNN and cuBLAS are not loaded (lenet._cuda.load_libraries)");
 }
 
-py::dict load_libraries(const std::vector<std::string>& cudnn, const std::vector<std::string>& cublas) {
-    const cuda::LoadReport r = cuda::load_libraries(cudnn, cublas);
+py::dict load_libraries() {
+    const cuda::LoadReport r = cuda::load_found_libraries();
     py::dict d;
     d["cudnn_path"] = r.cudnn_path;
     d["cublas_path"] = r.cublas_path;
@@ -212,22 +211,21 @@ py::dict memory() {
 
 PYBIND11_MODULE(_cuda, m) {
     m.doc() = "lenet's CUDA backend (cuDNN + cuBLAS)";
-    m.attr("build_cudnn_library") = LENET_CUDNN_LIBRARY;
-    m.attr("build_cublas_library") = LENET_CUBLAS_LIBRARY;
-    m.def("load_libraries", &load_libraries, py::arg("cudnn_candidates"), py::arg("cublas_candidates"),
-          "Opens cuDNN and cuBLAS from the first candidate (a path, or a bare soname) of each list that opens "
-          "and registers the 'cuda' backend; raises CudaError naming every candidate tried. Returns the files "
-          "opened and how they were isolated from other definitions in the process.");
-    m.def("libraries_loaded", &cuda::libraries_loaded);
+    m.def("load_libraries", &load_libraries,
+          "Opens cuDNN and cuBLAS from the first candidate of each list of library_candidates() that opens "
+          "(the search the core's CUDA backend makes for C++ programs too); raises CudaError naming every "
+          "candidate tried. Returns the files opened and how they were isolated from other definitions in the "
+          "process.");
     m.def(
-        "backend_factory",
+        "library_candidates",
         [] {
-            if (!cuda::libraries_loaded())
-                throw CudaError("cuDNN and cuBLAS are not loaded (lenet._cuda.load_libraries)");
-            BackendFactoryFunction make = cuda::make_cuda_backend;
-            return py::capsule(reinterpret_cast<void*>(make), "lenet.backend_factory");
+            const cuda::Candidates c = cuda::library_candidates();
+            return py::make_tuple(c.cudnn, c.cublas);
         },
-        "The CUDA backend's factory, for lenet._core.register_backend, once the libraries are loaded.");
+        "(cuDNN candidates, cuBLAS candidates) in the order tried: LENET_CUDA_LIBRARY_PATH's folders alone when "
+        "it is set, else the NVIDIA wheels beside the lenet package, the files the build compiled against, then "
+        "the sonames for the system's search.");
+    m.def("libraries_loaded", &cuda::libraries_loaded);
     m.attr("cross_reference_probes") = cuda::cross_reference_probes();
     m.def("device_count", [] { return cuda::device_count(nullptr); }, "Usable CUDA devices; 0 without GPU or driver.");
     m.def("unavailable_reason", [] {

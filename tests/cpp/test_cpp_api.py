@@ -238,6 +238,50 @@ def test_what_a_product_needs(api_checks, tmp_path):
     assert "image: 28 x 28 x 1, channels first" in describe
 
 
+def test_the_gpu_from_cpp(api_checks, model, tmp_path):
+    """Before: device "cuda" from C++ raised CudaError pointing at Python's lenet.info(): the
+    backend was compiled into the Python module only. Now the core loads the backend's own
+    library on demand, which finds cuDNN and cuBLAS by the search Python's uses: the GPU, or
+    a CudaError naming what is missing (here: the driver; then, with a driver's library but
+    no GPU, the device)."""
+    from lenet import _native
+
+    if lenet.cuda_available():
+        pytest.skip("a GPU is available: tools/gpu-check runs this program's GPU side")
+    proc = _run(api_checks / "api_checks", model, REPO / "examples" / "digit-7.png")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    said = next(line for line in proc.stdout.splitlines() if line.startswith("cuda: "))[len("cuda: ") :]
+    if not _native.cuda_built():
+        assert said.startswith("CudaError: the CUDA backend is not available: lenet was built without it"), said
+        return
+    if _native.driver_present():
+        assert said.startswith("CudaError: no usable CUDA device"), said
+        return
+    assert said.startswith("CudaError: no NVIDIA driver: libcuda.so.1 cannot be loaded"), said
+    # A library of the driver's name that is no driver: cuDNN and cuBLAS load (from the
+    # wheels beside the package, found by the backend itself), the CUDA runtime finds no
+    # device, and the backend's CudaError crosses from its library into the C ABI as one.
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    stub = tmp_path / "libcuda.so.1"
+    (tmp_path / "stub.c").write_text("int lenet_not_a_driver;\n")
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(stub), str(tmp_path / "stub.c")], check=True
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = subprocess.run(
+        [str(api_checks / "api_checks"), str(model), str(REPO / "examples" / "digit-7.png")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "LD_LIBRARY_PATH": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    said = next(line for line in proc.stdout.splitlines() if line.startswith("cuda: "))[len("cuda: ") :]
+    assert said.startswith("CudaError: no usable CUDA device: "), said
+
+
 def test_the_c_abi_from_c(api_checks, model):
     proc = _run(api_checks / "c_program", model)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -297,3 +341,20 @@ def test_the_bench_harness_answers_as_the_engine_does(tmp_path):
     finally:
         harness.close()
     assert harness.returncode == 0
+
+
+def test_the_bench_harness_on_the_gpu(tmp_path):
+    """lenet-bench's lenet-cpp-cuda rung: the same harness on device "cuda". Without a GPU
+    the contender says why it is skipped, and the harness itself, asked anyway, answers
+    the core's CudaError."""
+    from lenet.bench import contenders as cs
+    from lenet.bench import registry
+    from lenet.bench.harness import Harness, HarnessError
+
+    c = cs.CONTENDERS["lenet-cpp-cuda"]
+    assert c.device == "cuda" and c.process == "cpp" and "lenet-cpp-cuda" in registry.ONNX_CONTENDERS
+    if lenet.cuda_available():
+        pytest.skip("a GPU is available: tools/gpu-check measures this rung")
+    assert c.unavailable()
+    with pytest.raises(HarnessError, match="lenet-cpp-cuda: .*(no NVIDIA driver|no usable CUDA device|built without)"):
+        Harness("lenet-cpp-cuda", cs.Ctx(lenet.shipped_weights("lenet5"), 1), None, [], tmp_path, {}).close()

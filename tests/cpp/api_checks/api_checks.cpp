@@ -32,6 +32,8 @@ std::string thrown(Call call) {
         return std::string("ModelFileError: ") + e.what();
     } catch (const lenet::InputError& e) {
         return std::string("InputError: ") + e.what();
+    } catch (const lenet::CudaError& e) {
+        return std::string("CudaError: ") + e.what();
     } catch (const lenet::Error& e) {
         return std::string("Error: ") + e.what();
     }
@@ -114,6 +116,11 @@ int main(int argc, char** argv) {
     expect(moved.predict(x) == raw, "the engine moved to predicts");
     engine = std::move(moved);
     expect(engine.predict(x) == raw, "an engine moved back predicts");
+
+    // The GPU from C++, no Python: the engine, or a CudaError naming what is missing.
+    lenet::EngineOptions gpu = options;
+    gpu.device = "cuda";
+    std::printf("cuda: %s\n", thrown([&] { (void)lenet::Engine(path, gpu).predict(x); }).c_str());
 
     std::printf("describe:\n%s", engine.describe().c_str());
     return failures ? 1 : 0;
