@@ -50,11 +50,9 @@ py::dict load_libraries() {
 py::dict info() {
     require_libraries();
     py::dict d;
-    int runtime = 0, driver = 0;
-    cudaRuntimeGetVersion(&runtime);
-    cudaDriverGetVersion(&driver);
-    d["cuda_runtime"] = cuda_version(runtime);
-    d["cuda_driver"] = cuda_version(driver);
+    const cuda::RuntimeFacts runtime = cuda::runtime_facts(false);
+    d["cuda_runtime"] = cuda_version(runtime.runtime_version);
+    d["cuda_driver"] = cuda_version(runtime.driver_version);
     d["cudnn_linked"] = cudnn_version(CUDNN_VERSION);
     d["cudnn_loaded"] = cudnn_version(lib::cudnnGetVersion());
     d["cublas_linked"] = std::to_string(CUBLAS_VER_MAJOR) + "." + std::to_string(CUBLAS_VER_MINOR) + "." +
@@ -69,8 +67,7 @@ py::dict info() {
     d["cuda_isolation"] = cuda::load_libraries({}, {}).isolation;
     std::string why;
     if (cuda::device_count(&why) > 0) {
-        cudaDeviceProp prop{};
-        if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) d["gpu"] = std::string(prop.name);
+        if (!runtime.gpu.empty()) d["gpu"] = runtime.gpu;
     } else {
         d["gpu"] = py::none();
         d["gpu_error"] = why;
@@ -191,13 +188,9 @@ py::array_t<float> fused_emulate(const std::shared_ptr<Network>& net, const py::
 
 py::dict memory() {
     py::dict d;
-    size_t free = 0, total = 0;
-    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
-        cudaGetLastError();
-        free = total = 0;
-    }
+    const cuda::RuntimeFacts runtime = cuda::runtime_facts(true);
     const cuda::MemoryHeld held = cuda::memory_held();
-    d["device_used"] = int64_t(total - free);
+    d["device_used"] = int64_t(runtime.total_bytes - runtime.free_bytes);
     d["lenet_device"] = held.device;
     d["lenet_pinned"] = held.pinned;
     std::string why;

@@ -93,6 +93,20 @@ LoadReport load_found_libraries() {
     return load_libraries(c.cudnn, c.cublas);
 }
 
+RuntimeFacts runtime_facts(bool with_memory) {
+    RuntimeFacts f;
+    cudaRuntimeGetVersion(&f.runtime_version);
+    cudaDriverGetVersion(&f.driver_version);
+    if (device_count(nullptr) > 0) {
+        cudaDeviceProp prop{};
+        if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) f.gpu = prop.name;
+        if (with_memory && cudaMemGetInfo(&f.free_bytes, &f.total_bytes) != cudaSuccess)
+            f.free_bytes = f.total_bytes = 0;
+    }
+    cudaGetLastError();  // what failed here is said by what is empty
+    return f;
+}
+
 }  // namespace lenet::cuda
 
 extern "C" __attribute__((visibility("default"))) const lenet::BackendProvider* lenet_cuda_provider() {

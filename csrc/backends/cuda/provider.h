@@ -24,4 +24,13 @@ Candidates library_candidates();
 // load_libraries(library_candidates()): CudaError naming every candidate tried.
 LoadReport load_found_libraries();
 
+// What Python's lenet._cuda reports of the CUDA runtime, asked of the one linked into this
+// library (the module links none of its own: one runtime in the process).
+struct RuntimeFacts {
+    int runtime_version = 0, driver_version = 0;  // 13000 for 13.0; 0: none
+    std::string gpu;                              // device 0's name; empty: none
+    size_t free_bytes = 0, total_bytes = 0;       // device 0's memory; 0 without one
+};
+RuntimeFacts runtime_facts(bool with_memory);
+
 }  // namespace lenet::cuda
