@@ -60,6 +60,11 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: a job of minutes; runs where LENET_SLOW_TESTS=1 (CI), skips visibly elsewhere"
     )
+    config.addinivalue_line(
+        "markers",
+        "keras_reference: judges lenet's numbers by what Keras or TensorFlow computes; CI runs these "
+        "with TensorFlow's oneDNN off and on (TF_ENABLE_ONEDNN_OPTS), which sum in different orders",
+    )
     if CI and not all((MNIST_DIR / f).is_file() for f in MNIST_FILES):
         # Every MNIST gate would skip and the zoo would fall back to random inputs.
         raise pytest.UsageError(f"LENET_CI is set but the MNIST data is not in {MNIST_DIR} (LENET_MNIST_DIR)")

@@ -41,6 +41,7 @@ def digit():
 # ----------------------------------------------------------------- Keras' names
 
 
+@pytest.mark.keras_reference
 def test_predict_is_keras_predict(engine):
     from keras_fixtures import keras_model
 

@@ -56,6 +56,7 @@ def _bench(out, *args, env=None, timeout=300):
     return proc
 
 
+@pytest.mark.keras_reference
 def test_quick_run(tmp_path):
     _needs_keras_on_tensorflow()
     import lenet
@@ -162,6 +163,7 @@ def _odd_keras_model(path):
     return model
 
 
+@pytest.mark.keras_reference
 @pytest.mark.parametrize("framework", ["tf", "onnx", "torch", "jax"])
 def test_rebuilt_networks_match_keras(tmp_path, framework):
     import lenet
@@ -347,6 +349,7 @@ def _hangs(ctx):
 """
 
 
+@pytest.mark.keras_reference  # its rows agree with Keras' answers
 def test_a_contender_that_crashes_or_hangs_costs_its_row_not_the_run(tmp_path):
     """Issue 42: the other rows are measured and every file is written; the dead ones say
     what killed them, where."""

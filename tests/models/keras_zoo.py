@@ -17,8 +17,6 @@ file forms of its framework, and the output Keras computes on ``x`` recorded.
                                       here (a layer class, or "<k3|k2>_<case>"), each with its reason
     verify(models)                 -> reload every file with Keras and compare with ``expected``;
                                       KERAS3_REFUSES / KERAS3_DIFFERS say where Keras 3 cannot
-    decisive_rows(expected, tol)   -> rows whose argmax cannot flip within tol (random weights
-                                      give flat outputs: a few rows are near-ties)
 
 ``python tests/models/keras_zoo.py DIR [--layers] [--verify]`` builds into DIR and prints a table.
 
@@ -347,14 +345,6 @@ def make_x(key: str, input_shape: tuple, raw: bool) -> tuple[np.ndarray, bool]:
     if not raw:
         d = d / np.float32(255.0)
     return np.ascontiguousarray(np.concatenate([d, rand]), dtype=np.float32), True
-
-
-def decisive_rows(expected: np.ndarray, tol: float = 1e-5) -> np.ndarray:
-    """Rows whose argmax cannot flip within tol: top-2 gap > 2*tol. Random weights give
-    flat outputs, and a few rows of the zoo (about 70 of 17,664) have near-ties; compare
-    argmax on these rows only."""
-    s = np.sort(np.asarray(expected, dtype=np.float64), axis=-1)
-    return (s[..., -1] - s[..., -2]) > 2 * tol
 
 
 def _input_shape(model) -> tuple:

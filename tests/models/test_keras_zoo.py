@@ -27,10 +27,11 @@ import numpy as np
 import pytest
 
 keras = pytest.importorskip("keras")
+pytestmark = pytest.mark.keras_reference  # CI runs these with TensorFlow's oneDNN off and on
 
 import keras1_files as k1  # noqa: E402
 import keras_zoo as kz  # noqa: E402
-from keras_fixtures import MNIST_DIR, distribution  # noqa: E402
+from keras_fixtures import MNIST_DIR, decisive_rows, distribution  # noqa: E402
 
 import lenet  # noqa: E402
 from lenet.keras import layers as keras_layers  # noqa: E402
@@ -57,7 +58,7 @@ def assert_parity(got, want, what):
     worst = np.unravel_index(int(diff.argmax()), diff.shape)
     assert diff.max() <= TOL, f"{what}: max abs difference {diff.max():.3g} at {worst}"
     if want.ndim == 2:
-        decisive = kz.decisive_rows(want, TOL)
+        decisive = decisive_rows(want, TOL)
         wrong = np.flatnonzero(decisive & (got.argmax(1) != want.argmax(1)))
         assert wrong.size == 0, f"{what}: argmax differs from Keras on rows {wrong[:10].tolist()}"
 

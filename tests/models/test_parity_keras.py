@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 keras = pytest.importorskip("keras")
+pytestmark = pytest.mark.keras_reference  # CI runs these with TensorFlow's oneDNN off and on
 
 import keras_fixtures as kf  # noqa: E402
-from keras_fixtures import FIXTURES, fixture, fixtures, keras_predict, softmax  # noqa: E402, F401 (fixtures: a pytest fixture)
+from keras_fixtures import FIXTURES, decisive_rows, fixture, fixtures, keras_predict, softmax  # noqa: E402, F401 (fixtures: a pytest fixture)
 
 import lenet  # noqa: E402
 from lenet.keras import SHIPPED_MODELS, shipped_weights  # noqa: E402
 
 TOL = 1e-5
-TIE = 1e-6  # a Keras top-2 gap below this is a tie at float32 resolution: either class is right
 N_MNIST_FIXTURE = 200
 N_MNIST_SHIPPED = 1000
 
@@ -43,9 +43,7 @@ def assert_parity(p, want, what):
     diff = np.abs(p.astype(np.float64) - want)
     worst = int(diff.max(axis=1).argmax())
     assert diff.max() <= TOL, f"{what}: max abs difference {diff.max():.3g} (sample {worst})"
-    top2 = np.sort(want, axis=1)[:, -2:]
-    decided = (top2[:, 1] - top2[:, 0]) > TIE
-    mismatch = np.flatnonzero(decided & (p.argmax(1) != want.argmax(1)))
+    mismatch = np.flatnonzero(decisive_rows(want, TOL) & (p.argmax(1) != want.argmax(1)))
     assert mismatch.size == 0, f"{what}: argmax differs from Keras on samples {mismatch[:10].tolist()}"
 
 

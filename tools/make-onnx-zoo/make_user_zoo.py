@@ -16,6 +16,10 @@ producer. Weights are seeded, He-scaled, as trained ones are in size.
 * tf2onnx_nhwc: Keras Conv2D net through tf2onnx: NHWC input, Transpose to NCHW, and back
   before the Flatten (Reshape), MatMul + Add, softmax (opset 13).
 * tf2onnx_flatten_28x28: Keras Flatten(input_shape=(28, 28)) through tf2onnx: (unk, 28, 28).
+* tf2onnx_nhwc_mlp: a Keras MLP on (28, 28, 1) images through tf2onnx: the NHWC input goes
+  straight into the Flatten's Reshape (no Transpose), MatMul + Add, softmax (opset 13).
+* keras2onnx_nhwc_flatten: the same model through keras2onnx: an ONNX Flatten on the NHWC
+  input (opset 11).
 * normalized_mnist: PyTorch's MNIST example trained on Normalize((0.1307,), (0.3081,))
   pixels, ending in log_softmax; the file does not say so (as in the wild).
 * normalized_half_recorded: trained on (x - 0.5) / 0.5, and the file records it in its
@@ -71,7 +75,7 @@ def gemm(x, w, b, out, name):
 def save(name, nodes, inits, in_name, in_shape, out_name, out_shape, opset, producer, metadata=None):
     graph = helper.make_graph(
         nodes,
-        "main_graph" if producer[0] == "pytorch" else "tf2onnx",
+        {"pytorch": "main_graph", "keras2onnx": "sequential"}.get(producer[0], "tf2onnx"),
         [helper.make_tensor_value_info(in_name, TensorProto.FLOAT, in_shape)],
         [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, out_shape)],
         inits,
@@ -146,6 +150,7 @@ def dynamo_no_batch():
 
 
 TF2ONNX = ("tf2onnx", "1.16.1 15c810")
+KERAS2ONNX = ("keras2onnx", "1.7.0")
 
 
 def tf2onnx_nhwc(name="tf2onnx_nhwc", metadata=None, mean_std=None):
@@ -274,6 +279,50 @@ def tf2onnx_flatten_28x28():
     )
 
 
+def _keras_mlp_on_nhwc(flatten, out_name):
+    """Dense(128, relu) -> Dense(10, softmax) after `flatten` (the node that reads the input)."""
+    nodes = [
+        flatten,
+        helper.make_node("MatMul", ["flat", "dense/kernel"], ["dense/MatMul:0"], "dense/MatMul"),
+        helper.make_node("Add", ["dense/MatMul:0", "dense/bias"], ["dense/BiasAdd:0"], "dense/BiasAdd"),
+        helper.make_node("Relu", ["dense/BiasAdd:0"], ["dense/Relu:0"], "dense/Relu"),
+        helper.make_node("MatMul", ["dense/Relu:0", "dense_1/kernel"], ["dense_1/MatMul:0"], "dense_1/MatMul"),
+        helper.make_node("Add", ["dense_1/MatMul:0", "dense_1/bias"], ["dense_1/BiasAdd:0"], "dense_1/BiasAdd"),
+        helper.make_node("Softmax", ["dense_1/BiasAdd:0"], [out_name], "dense_1/Softmax", axis=-1),
+    ]
+    inits = [
+        init("dense/kernel", he(128, 784).T.copy()),
+        init("dense/bias", bias(128)),
+        init("dense_1/kernel", he(10, 128).T.copy()),
+        init("dense_1/bias", bias(10)),
+    ]
+    return nodes, inits
+
+
+def tf2onnx_nhwc_mlp():
+    flatten = helper.make_node(
+        "Reshape", ["flatten_input", "const_fold_opt__9"], ["flat"], "sequential/flatten/Reshape"
+    )
+    nodes, inits = _keras_mlp_on_nhwc(flatten, "dense_1")
+    inits.append(init("const_fold_opt__9", np.array([-1, 784], np.int64)))
+    save(
+        "tf2onnx_nhwc_mlp",
+        nodes,
+        inits,
+        "flatten_input",
+        ["unk__11", 28, 28, 1],
+        "dense_1",
+        ["unk__12", 10],
+        13,
+        TF2ONNX,
+    )
+
+
+def keras2onnx_nhwc_flatten():
+    nodes, inits = _keras_mlp_on_nhwc(helper.make_node("Flatten", ["input_1"], ["flat"], "flatten", axis=1), "dense_1")
+    save("keras2onnx_nhwc_flatten", nodes, inits, "input_1", ["N", 28, 28, 1], "dense_1", ["N", 10], 11, KERAS2ONNX)
+
+
 def normalized(name, metadata=None):
     """pytorch/examples' MNIST net at a quarter of its widths, trained on normalized pixels."""
     nodes = [
@@ -310,3 +359,5 @@ if __name__ == "__main__":
     tf2onnx_flatten_28x28()
     normalized("normalized_mnist")
     normalized("normalized_half_recorded", {"lenet_mean": "0.5", "lenet_std": "0.5"})
+    tf2onnx_nhwc_mlp()
+    keras2onnx_nhwc_flatten()

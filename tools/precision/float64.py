@@ -7,7 +7,10 @@ Keras' float32 probabilities, on each CPU kernel set.
 
 A file's inputs: the first --rows MNIST test digits, scaled to [0, 1] unless the model
 rescales its own pixels (as the zoo feeds them). Prints, per file and kernel set, the
-largest |difference| in probabilities of lenet against Keras, and of each against float64.
+largest |difference| in probabilities of lenet against Keras, and of each against float64;
+then each one's error in units of float32's rounding scale (float64_reference.float32_rounding:
+every sum rounded once at the magnitude of its terms), root mean square / largest. A layer the
+scale has no model for prints '-' there.
 """
 
 from __future__ import annotations
@@ -58,16 +61,25 @@ def main() -> None:
         zoo = kz.build_zoo(Path(tempfile.mkdtemp()), only=set(BN_CASES))
         cases += [(z.name, z.path, z.framework, z.x) for z in zoo.values() if z.form in ("h5", "keras")]
     cases += [(p.name, p, "keras3", None) for p in args.files]
-    print(f"{'file':28s} {'kernels':7s} {'lenet-Keras':>11s} {'lenet-f64':>10s} {'Keras-f64':>10s}  closer")
+    print(
+        f"{'file':28s} {'kernels':7s} {'lenet-Keras':>11s} {'lenet-f64':>10s} {'Keras-f64':>10s}  closer  "
+        f"{'lenet units':>11s} {'Keras units':>11s}"
+    )
     for name, path, framework, x in cases:
         model = _model(path, framework)
         for kernels in KERNELS:
             eng = lenet.Engine(path, device="cpu", cpu_kernels=kernels)
             c = closeness(model, eng, _inputs(model, eng, args.rows) if x is None else x)
+            if "no_rounding_scale" in c:
+                print(f"{name}: {c['no_rounding_scale']}", file=sys.stderr)
             closer = "lenet" if c["lenet_vs_float64"] < c["keras_vs_float64"] else "Keras"
+            units = [
+                "-" if "no_rounding_scale" in c else f"{c[f'{who}_rounding_rms']:.2f} / {c[f'{who}_rounding_max']:.1f}"
+                for who in ("lenet", "keras")
+            ]
             print(
                 f"{name:28s} {kernels:7s} {c['lenet_vs_keras']:11.2e} {c['lenet_vs_float64']:10.2e} "
-                f"{c['keras_vs_float64']:10.2e}  {closer}"
+                f"{c['keras_vs_float64']:10.2e}  {closer:6s}  {units[0]:>11s} {units[1]:>11s}"
             )
 
 

@@ -76,8 +76,15 @@ def probabilities(out) -> np.ndarray:
     return np.asarray(out, np.float32)
 
 
+# Two classes whose reference probabilities are this close are a tie: which one wins depends on
+# the order each engine sums in (oneDNN's, Eigen's, XNNPACK's, lenet's), so a different argmax
+# there is not a disagreement. Twice the 1e-5 every contender is held to against Keras.
+TIE = 2e-5
+
+
 def correctness(probs, ref: Optional[np.ndarray]) -> dict:
-    """Argmax agreement and max |difference| of probabilities against the reference."""
+    """Argmax agreement (on every digit whose reference top two differ by more than TIE) and
+    max |difference| of probabilities against the reference."""
     if ref is None:
         return {"agree": None, "mismatches": None, "max_abs_dp": None}
     probs = probabilities(probs)
@@ -88,5 +95,6 @@ def correctness(probs, ref: Optional[np.ndarray]) -> dict:
             "max_abs_dp": None,
             "error": f"output shape {probs.shape}, expected {ref.shape}",
         }
-    mism = int(np.sum(probs.argmax(1) != ref.argmax(1)))
+    top2 = np.sort(ref, axis=1)[:, -2:]
+    mism = int(np.sum((probs.argmax(1) != ref.argmax(1)) & (top2[:, 1] - top2[:, 0] > TIE)))
     return {"agree": mism == 0, "mismatches": mism, "max_abs_dp": float(np.max(np.abs(probs - ref)))}

@@ -479,7 +479,7 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
         f"contender at batch 1; cpu: process CPU time / wall time, highest over the batch sizes "
         f"(flagged above {threads} threads); load, 1st call, RSS: a fresh process per contender; "
         f"agrees: same argmax as the reference ({reference_label(header)}) on all {header['images']} "
-        f"digits.",
+        f"digits but ties (top two within 2e-5).",
         style="dim",
         highlight=False,
     )

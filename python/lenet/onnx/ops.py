@@ -290,12 +290,17 @@ def input_axes(g: Graph) -> tuple[bool, tuple]:
 
 
 def input_layout(g: Graph) -> str:
-    """'nhwc' for a 4-D input every reader of which transposes it to NCHW first (tf2onnx and
-    keras2onnx write Keras' channels_last models so): images go in as they are in memory."""
+    """'nhwc' for a 4-D input of Keras' layout, whose images go in as they are in memory: every
+    reader transposes it to NCHW first (tf2onnx and keras2onnx write Keras' channels_last
+    convolutions so), or every reader only flattens it (a Keras MLP's Flatten: a Reshape or a
+    Flatten) and its shape reads as an image only that way, [N, H, W, 1 or 3]."""
     if len(g.input_shape) != 4:
         return ""
     readers = [n for n in g.nodes if g.input in n.inputs]
     if readers and all(n.op == "Transpose" and ints(attr(n, "perm", [])) == [0, 3, 1, 2] for n in readers):
+        return "nhwc"
+    _, second, _, last = g.input_shape
+    if readers and all(n.op in ("Reshape", "Flatten") for n in readers) and last in (1, 3) and second not in (1, 3):
         return "nhwc"
     return ""
 
