@@ -22,12 +22,14 @@ that reach new code):
   1e38), attributes of wrong types or encodings, soft links that loop or dangle,
   external links, compressed datasets.
 * ``lenet-bytes``: the bytes of lenet's own model file (.lenet, csrc/net/model_file.h;
-  seeds: the model seeds loaded and saved with ``Model.save``, and files of the format's
-  earlier versions, tests/data/lenet), read by the core's bounded reader, the one the C++
-  API uses, through ``lenet.load``. A file ends in a checksum of its bytes, which refuses
-  nearly every mutation at once: each case is loaded as mutated, then sealed again with
-  the checksum recomputed (zlib.crc32, the format's CRC-32), as a hostile writer would
-  seal it, so that the mutations reach the parser behind the check.
+  seeds: the model seeds loaded and saved with ``Model.save``), read by the core's bounded
+  reader, the one the C++ API uses, through ``lenet.load``. A file ends in a checksum of
+  its bytes, which refuses nearly every mutation at once: each case is loaded as mutated,
+  then sealed again with the checksum recomputed (zlib.crc32, the format's CRC-32), as a
+  hostile writer would seal it, so that the mutations reach the parser behind the check.
+  (Files of the format's earlier versions, which carry no checksum, are no seeds: the
+  coverage libFuzzer sees is the Python's, the same for every version, so it would keep
+  the smallest seed, an earlier file, and drop the current ones.)
 * ``onnx-bytes``: the bytes of an ONNX file (seeds: tests/data/onnx, torch.onnx.export
   files of every opset form the loader reads), loaded by content like any model file.
 * ``onnx-graph``: a real ONNX graph with 1-4 structured mutations: attributes (pads,
@@ -200,8 +202,6 @@ class LenetBytes:
             data = (work / "seed.lenet").read_bytes()
             if len(data) <= 100_000:
                 (corpus / f"seed-{i}").write_bytes(data)
-        for p in sorted((REPO / "tests" / "data" / "lenet").glob("*.lenet")):
-            shutil.copy(p, corpus / f"earlier-{p.name}")
 
     def load(self, data: bytes) -> str:
         self.path.write_bytes(data)
