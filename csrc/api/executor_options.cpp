@@ -23,8 +23,8 @@ std::unique_ptr<Executor> executor_open(std::shared_ptr<const Network> network, 
     if (options.threads < 1 || options.threads > 1024)
         throw InputError("threads must be an integer in [1, 1024], got " + number_str(options.threads));
     const auto& path = options.cuda_path;
-    if (path != "auto" && path != "fused" && path != "library")
-        throw InputError("cuda_path must be 'auto', 'fused' or 'library', not '" + path + "'");
+    if (path != "auto" && path != "fused" && path != "library" && path != "fast")
+        throw InputError("cuda_path must be 'auto', 'fused', 'library' or 'fast', not '" + path + "'");
     BackendOptions b;
     b.threads = options.threads;
     b.allow_tf32 = options.allow_tf32;

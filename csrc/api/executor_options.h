@@ -17,7 +17,7 @@ struct ExecutorOptions {
     std::string cpu_kernels = "auto";
     bool allow_tf32 = false;
     bool cuda_graphs = true;
-    std::string cuda_path = "auto";  // "auto", "fused" or "library"
+    std::string cuda_path = "auto";  // "auto", "fused", "library" or "fast"
 };
 
 // The CPUs this process may run on (its affinity mask), as Python's default_threads().

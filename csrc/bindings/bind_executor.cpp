@@ -112,6 +112,21 @@ void bind_executor(py::module_& m) {
             "What each plan made so far decided: per plan its capacity, its stream's facts (graph or eager), "
             "whether one kernel runs the whole network (and why not), and, per kernel, the steps it runs and "
             "its facts (algorithm, fusion, workspace).")
+        .def(
+            "host_array",
+            [](Executor& ex, const std::vector<py::ssize_t>& shape, const py::dtype& dtype) {
+                int64_t bytes = dtype.itemsize();
+                for (py::ssize_t d : shape) {
+                    if (d < 0) throw InputError("a negative dimension in " + std::to_string(d));
+                    bytes *= d;
+                }
+                auto* owner = new std::shared_ptr<void>(ex.host_buffer(size_t(bytes)));
+                py::capsule base(owner, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); });
+                return py::array(dtype, shape, owner->get(), base);
+            },
+            py::arg("shape"), py::arg("dtype"),
+            "A new array in memory the backend reads without a copy of its own where it can (on CUDA: pinned "
+            "memory the GPU maps); valid while the array or a view of it lives.")
         .def_property_readonly("device", [](const Executor& e) { return e.backend().name(); })
         .def_property_readonly("description", [](const Executor& e) { return e.backend().description(); })
         .def_property_readonly("threads", &Executor::threads);

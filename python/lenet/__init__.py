@@ -8,6 +8,7 @@
 """
 
 from ._native import _core
+from .default_engine import infer, infer_iter, read_number
 from .engine import (
     DEFAULT_MODEL,
     Engine,
@@ -17,10 +18,7 @@ from .engine import (
     cuda_available,
     cuda_built,
     default_threads,
-    infer,
-    infer_iter,
     load,
-    read_number,
 )
 from .errors import (
     CudaError,

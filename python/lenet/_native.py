@@ -26,12 +26,15 @@ def _preload_openblas() -> None:
     saved = os.environ.get("OPENBLAS_NUM_THREADS")
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     try:
-        import scipy_openblas32
-
-        path = os.path.join(scipy_openblas32.get_lib_dir(), "libscipy_openblas.so")
-        if os.path.exists(path):
-            ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
-    except ImportError:  # the rpath may still find it
+        # The wheel's lib/ found without importing the package, whose import reads its own
+        # metadata through importlib.metadata (email, csv, zipfile: 10 ms of every start).
+        spec = importlib.util.find_spec("scipy_openblas32")
+        for root in (spec.submodule_search_locations or []) if spec else []:
+            path = os.path.join(root, "lib", "libscipy_openblas.so")
+            if os.path.exists(path):
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                break
+    except (ImportError, ValueError):  # the rpath may still find it
         pass
     finally:
         if saved is None:

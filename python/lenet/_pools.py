@@ -5,8 +5,10 @@ prepares images on several threads."""
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 _pools: dict = {}
 _lock = threading.Lock()
@@ -15,8 +17,10 @@ _lock = threading.Lock()
 THREADED_ITEMS = 8
 
 
-def pool(threads: int) -> ThreadPoolExecutor:
+def pool(threads: int) -> "ThreadPoolExecutor":
     """The process-wide pool of ``threads`` threads."""
+    from concurrent.futures import ThreadPoolExecutor  # imported with the first pool: 7 ms of logging
+
     with _lock:
         p = _pools.get(threads)
         if p is None:

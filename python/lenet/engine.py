@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import threading
 import weakref
 from typing import Any, Callable, Iterator, Optional, Sequence, Union, overload
 
@@ -16,9 +15,10 @@ from ._native import _core
 from .device import cuda_available, cuda_built, default_threads, resolve_device
 from .errors import Error, InputError
 from .images import Prepared, as_array, check_batch_size, label_of, prepare, prepare_number
+from .images.limits import max_image_pixels
 from .model import DEFAULT_MODEL, Model, load
-from .plans import describe_plans
-from .results import Number, Result, answers, results
+from .plans import describe_lines, describe_plans
+from .results import Number, Result, answers, result_of, results
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -29,10 +29,7 @@ __all__ = [
     "cuda_available",
     "cuda_built",
     "default_threads",
-    "infer",
-    "infer_iter",
     "load",
-    "read_number",
 ]
 
 
@@ -53,8 +50,9 @@ class Engine:
     Keras); ``cuda_graphs=False`` launches each layer instead of replaying a graph;
     ``cuda_path`` is "auto" (a LeNet-sized chain of layers runs as one fused kernel
     of lenet's own, anything else on cuDNN + cuBLAS), "fused" (the fused kernel
-    wherever it can run the network) or "library" (cuDNN + cuBLAS always);
-    ``describe()`` says which each plan took and why. CPU only: ``cpu_kernels`` is
+    wherever it can run the network), "library" (cuDNN + cuBLAS always) or "fast"
+    (docs/gpu.md: faster transfers, not yet run on a GPU); ``describe()`` says which
+    each plan took, its transfer, and why. CPU only: ``cpu_kernels`` is
     "auto" (the best hand-written kernels this CPU runs), "avx512", "avx2",
     "generic", or "blas" (im2col + OpenBLAS SGEMM: the reference path);
     ``lenet.cpu_kernel_sets()`` lists what this CPU runs.
@@ -126,6 +124,13 @@ class Engine:
         # several channels first.
         self._transpose_rows = shape is not None and shape[2] > 1 and self.model.images_channels_first
         self._scale32 = np.float32(self.input_scale)
+        # infer's shortest way: one uint8 image of these shapes goes to the core as it is (a
+        # one-channel model whose pixels only need scaling: the core scales uint8 itself).
+        self._pixel_shapes = (
+            ((shape[0], shape[1]), (shape[0], shape[1], 1))
+            if shape is not None and shape[2] == 1 and self.preprocessing.plain and shape[0] > 1 and shape[1] > 1
+            else ()
+        )
         self._image_shape: Optional[tuple] = None  # image_shape, once checked
         self._threads = self._executor.threads
         _open_engines.add(self)
@@ -163,23 +168,8 @@ class Engine:
 
     def summary_text(self) -> str:
         """The text ``summary`` prints."""
-        lines = [self.model.summary_text(), f"device: {self._executor.description}"]
-        d = self.describe()
-        for plan in d["plans"]:
-            if plan["execution"]:
-                lines.append(f"batch capacity {plan['capacity']}: {plan['execution']} ({plan['why']})")
-            if plan["kernels"] == "network" or plan["kernels_why"]:  # on CUDA: the fused kernel, or why not
-                lines.append(f"  kernels: {plan['kernels']} ({plan['kernels_why'] or 'one for the whole network'})")
-        for s in d["steps"]:
-            keys = ("algorithm", "math", "fused", "workspace_bytes", "program")
-            facts = [f"{k}={s[k]}" for k in keys if s.get(k) is not None]
-            if facts:
-                lines.append(
-                    f"  {s['op']:<12} {s['layers']:<24} "
-                    + ", ".join(facts)
-                    + (f" ({s['fusion']})" if s.get("fusion") else "")
-                )
-        return "\n".join(lines)
+        head = [self.model.summary_text(), f"device: {self._executor.description}"]
+        return "\n".join(head + describe_lines(self.describe()))
 
     def describe(self) -> dict:
         """What the engine decided for its device, as data: ``device``,
@@ -187,7 +177,8 @@ class Engine:
         capacity planned so far: ``capacity``, ``execution`` "graph", "eager" or
         "pending" on CUDA, None on the CPU, and ``why``; ``kernels``: "network" when one
         fused kernel runs every layer, else "steps", and ``kernels_why``: why not, on
-        CUDA), and ``steps`` (per kernel
+        CUDA; ``transfer`` and ``transfer_why``: how inputs and answers cross, on CUDA),
+        and ``steps`` (per kernel
         of each plan: ``op``, ``layers``, ``capacity``, ``algorithm`` ("winograd"
         for the CPU's Winograd convolutions, None for its direct ones; cuDNN's on
         CUDA), and on CUDA ``math``, ``deterministic``, ``checked`` (how the
@@ -232,6 +223,19 @@ class Engine:
         if batch_size is None and self._as_is(x):
             return self._executor.probabilities(x)  # the common case: the core checks the shape
         return self._run(x, self._executor.probabilities, batch_size, "predict_proba")
+
+    def input_buffer(self, n: int, dtype: Any = np.float32) -> np.ndarray:
+        """An empty array for ``n`` inputs (float32 as ``predict_proba`` takes them, or uint8
+        rows (n, h, w, c) for ``row_probabilities``) that the engine reads without a copy of
+        its own where it can: on CUDA pinned memory the GPU maps, read in place by
+        ``cuda_path="fast"`` (docs/gpu.md). It lives as long as the array, after close() too."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise InputError(f"input_buffer takes a number of inputs >= 0, got {n!r}")
+        shapes = {np.dtype(np.float32): tuple(self.input_shape[1:]), np.dtype(np.uint8): None}
+        if np.dtype(dtype) not in shapes:
+            raise InputError(f"input_buffer holds float32 inputs or uint8 rows, not {np.dtype(dtype)}")
+        shape = shapes[np.dtype(dtype)] or self.image_shape
+        return self._executor.host_array((n,) + tuple(shape), np.dtype(dtype))
 
     def _as_is(self, x: Any) -> bool:
         """Whether ``x`` goes to the core as it is: a C-contiguous float32 batch."""
@@ -320,6 +324,10 @@ class Engine:
         OpenCV's order (files, bytes and Pillow images are decoded as RGB whatever it
         says). An iterable is read as ``infer_iter`` reads it (ahead, on the engine's
         threads, in bounded memory besides the results)."""
+        if type(images) is np.ndarray and images.dtype == np.uint8 and images.shape in self._pixel_shapes:
+            got = self._one_pixel_image(images, mode, channel_order)
+            if got is not None:
+                return got
         if (
             type(images) is np.ndarray
             or not isinstance(images, (list, tuple))
@@ -344,6 +352,21 @@ class Engine:
         return out
 
     __call__ = infer  # engine(image), as a Keras model or a torch module is called
+
+    def _one_pixel_image(self, image: np.ndarray, mode: str, channel_order: str) -> Optional[Result]:
+        """infer(image) for one uint8 image of the model's size that takes the mnist path: the
+        general path's answer (the same rows, the same core call) in as few steps as there are.
+        None when it takes another path (the general path then decides, and says what is wrong)."""
+        h, w = self._pixel_shapes[0]
+        if mode not in ("auto", "mnist") or channel_order not in ("rgb", "bgr") or h * w > max_image_pixels():
+            return None
+        x = image.reshape(1, h, w, 1)
+        if mode == "auto" and not _core.dark_ground(x)[0]:
+            return None
+        p = self._executor.pixel_probabilities(x.reshape((1,) + self._input_rest), self._scale32)
+        p.flags.writeable = False
+        row = p[0]
+        return result_of(int(row.argmax()), row, "<array>", "mnist", x[0])
 
     def infer_iter(
         self,
@@ -472,124 +495,3 @@ def _close_open_engines() -> None:
 
 def _engine(model: "Model", options: dict) -> Engine:
     return Engine(model, **options)
-
-
-_default_engines: dict = {}
-
-
-_default_lock = threading.Lock()
-
-
-def _default_engine(
-    weights: Union[str, os.PathLike, None], device: str, threads: Optional[int], **preprocessing: Any
-) -> Engine:
-    """The engine of the module-level functions for these options, made on first use.
-    ``preprocessing``: input_scale, mean, std (None: the file's)."""
-    asked = tuple((k, v if v is None or np.isscalar(v) else tuple(v)) for k, v in sorted(preprocessing.items()))
-    key = (os.fspath(weights) if weights is not None else None, device, threads, asked)
-    with _default_lock:
-        engine = _default_engines.get(key)
-        if engine is None:
-            engine = _default_engines[key] = Engine(weights, device=device, threads=threads, **preprocessing)
-    return engine
-
-
-@overload
-def infer(
-    images: Union[str, os.PathLike, bytes, bytearray, memoryview],
-    *,
-    mode: str = ...,
-    weights: Union[str, os.PathLike, None] = ...,
-    device: str = ...,
-    threads: Optional[int] = ...,
-    channel_order: str = ...,
-    input_scale: Optional[float] = ...,
-    mean: Union[float, Sequence[float], None] = ...,
-    std: Union[float, Sequence[float], None] = ...,
-) -> Result: ...
-
-
-@overload
-def infer(
-    images: Union[Sequence[Any], Iterator[Any]],
-    *,
-    mode: str = ...,
-    weights: Union[str, os.PathLike, None] = ...,
-    device: str = ...,
-    threads: Optional[int] = ...,
-    channel_order: str = ...,
-    input_scale: Optional[float] = ...,
-    mean: Union[float, Sequence[float], None] = ...,
-    std: Union[float, Sequence[float], None] = ...,
-) -> list[Result]: ...
-
-
-@overload
-def infer(
-    images: Any,
-    *,
-    mode: str = ...,
-    weights: Union[str, os.PathLike, None] = ...,
-    device: str = ...,
-    threads: Optional[int] = ...,
-    channel_order: str = ...,
-    input_scale: Optional[float] = ...,
-    mean: Union[float, Sequence[float], None] = ...,
-    std: Union[float, Sequence[float], None] = ...,
-) -> Union[Result, list[Result]]: ...
-
-
-def infer(
-    images: Any,
-    *,
-    mode: str = "auto",
-    weights: Union[str, os.PathLike, None] = None,
-    device: str = "auto",
-    threads: Optional[int] = None,
-    channel_order: str = "rgb",
-    input_scale: Optional[float] = None,
-    mean: Union[float, Sequence[float], None] = None,
-    std: Union[float, Sequence[float], None] = None,
-) -> Union[Result, list[Result]]:
-    """Classifies images with the shipped default model (or ``weights``) on the best
-    available device (see ``Engine.infer`` for ``mode`` and ``channel_order``, ``Engine``
-    for ``input_scale``, ``mean`` and ``std``: how the model's author prepared its pixels).
-    The Engine is built on first use and reused."""
-    prep = {"input_scale": input_scale, "mean": mean, "std": std}
-    return _default_engine(weights, device, threads, **prep).infer(images, mode, channel_order=channel_order)
-
-
-def infer_iter(
-    inputs: Any,
-    *,
-    batch_size: Optional[int] = None,
-    mode: str = "auto",
-    errors: str = "yield",
-    weights: Union[str, os.PathLike, None] = None,
-    device: str = "auto",
-    threads: Optional[int] = None,
-    channel_order: str = "rgb",
-    input_scale: Optional[float] = None,
-    mean: Union[float, Sequence[float], None] = None,
-    std: Union[float, Sequence[float], None] = None,
-) -> Iterator[Union[Result, InputError]]:
-    """``Engine.infer_iter`` on the engine ``infer`` uses (the shipped default model, or
-    ``weights``, on the best available device): yields a Result (or an InputError in
-    its place) per input, in input order, reading ahead in bounded memory."""
-    prep = {"input_scale": input_scale, "mean": mean, "std": std}
-    return _default_engine(weights, device, threads, **prep).infer_iter(
-        inputs, batch_size=batch_size, mode=mode, errors=errors, channel_order=channel_order
-    )
-
-
-def read_number(
-    image: Any,
-    *,
-    weights: Union[str, os.PathLike, None] = None,
-    device: str = "auto",
-    threads: Optional[int] = None,
-    channel_order: str = "rgb",
-) -> Number:
-    """Reads a number written left to right in one image (see ``Engine.read_number``)
-    with the shipped default model (or ``weights``), on the engine ``infer`` uses."""
-    return _default_engine(weights, device, threads).read_number(image, channel_order=channel_order)

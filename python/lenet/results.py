@@ -108,6 +108,26 @@ def _result(digit, probabilities, source, mode, input_, scale) -> Result:
     return Result(digit, probabilities, source, mode, _input=input_, _scale=scale)
 
 
+_new_result = Result.__new__
+_set_digit, _set_probabilities, _set_source, _set_mode, _set_input, _set_scale = (
+    getattr(Result, name).__set__ for name in Result.__slots__
+)
+
+
+def result_of(digit: int, probabilities: np.ndarray, source: str, mode: str, input_: np.ndarray) -> Result:
+    """A Result of the engine's own making: probabilities a read-only float32 row, digit its
+    argmax, input_ the row's pixels (0..255). Skips __init__'s checks, which such values pass
+    by construction: the engine's answer costs about 1 us more than its probabilities."""
+    r = _new_result(Result)
+    _set_digit(r, digit)
+    _set_probabilities(r, probabilities)
+    _set_source(r, source)
+    _set_mode(r, mode)
+    _set_input(r, input_)
+    _set_scale(r, 1.0)
+    return r
+
+
 @dataclass(frozen=True)
 class Number:
     """A number read from one image: its digits left to right."""
@@ -135,9 +155,7 @@ def results(rows, probabilities: np.ndarray) -> list[Result]:
     its rows. Each Result's probabilities are a read-only view of that row."""
     probabilities.flags.writeable = False
     digits = probabilities.argmax(1).tolist() if len(probabilities) else []
-    return [
-        Result(d, p, s, m, _input=x) for d, p, s, m, x in zip(digits, probabilities, rows.source, rows.mode, rows.x)
-    ]
+    return list(map(result_of, digits, probabilities, rows.source, rows.mode, rows.x))
 
 
 def answers(prepared, probabilities: np.ndarray, inputs: Optional[int] = None) -> list[Union[Result, InputError]]:

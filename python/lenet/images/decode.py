@@ -12,7 +12,6 @@ import numpy as np
 
 from .._native import _core
 from ..errors import ImageTooLargeError, InputError, InputFileNotFoundError
-from . import page
 from .limits import MAX_FILE_BYTES, check_pixels
 from .pixels import cv2, need_cv2, to_pixels
 from .sniff import check_png_chunks, exif_orientation, image_size
@@ -34,7 +33,7 @@ def decode(data: bytes, source: str, reduce: bool = False) -> np.ndarray:
     try:
         img = imdecode_upright(
             np.frombuffer(data, dtype=np.uint8),
-            page.jpeg_reduction(max(w, h)) if reduce and fmt == "JPEG" else 1,
+            _jpeg_reduction(max(w, h)) if reduce and fmt == "JPEG" else 1,
             oriented,
         )
     except cv2.error as e:
@@ -52,6 +51,12 @@ def decode(data: bytes, source: str, reduce: bool = False) -> np.ndarray:
         elif img.shape[2] == 4:
             img = cv2.cvtColor(img, cv2.COLOR_BGRA2RGBA)
     return img
+
+
+def _jpeg_reduction(side: int) -> int:
+    from .page import jpeg_reduction  # the photo path's module, imported with the first big JPEG
+
+    return jpeg_reduction(side)
 
 
 def cv2_message(e: Exception) -> str:

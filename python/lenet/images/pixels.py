@@ -11,16 +11,26 @@ import numpy as np
 from .._native import _core
 from ..errors import InputError
 
-try:
-    import cv2
-except ImportError as _e:  # pragma: no cover - opencv-python-headless is a dependency
-    cv2 = None
-    _cv2_error = _e
-
 
 def need_cv2():
-    if cv2 is None:
-        raise InputError(f"decoding images needs OpenCV (pip install opencv-python-headless): {_cv2_error}")
+    """OpenCV, imported now if it was not yet; an InputError saying how to install it if it cannot be."""
+    try:
+        import cv2 as module
+    except ImportError as e:  # pragma: no cover - opencv-python-headless is a dependency
+        raise InputError(f"decoding images needs OpenCV (pip install opencv-python-headless): {e}") from None
+    return module
+
+
+class _OpenCV:
+    """The cv2 module, imported on its first use: a call that decodes and resizes nothing (a
+    uint8 digit of the model's size, a PNG the core decodes) needs none, and importing it is
+    a tenth of lenet-cli's start. The modules of the photo path import cv2 themselves."""
+
+    def __getattr__(self, name: str):
+        return getattr(need_cv2(), name)
+
+
+cv2 = _OpenCV()
 
 
 def to_pixels(a: np.ndarray, source: str) -> np.ndarray:

@@ -55,7 +55,6 @@ import numpy as np
 from .. import _pools
 from .._native import _core
 from ..errors import InputError
-from . import digit, number
 from .decode import MAX_FILE_BYTES, cv2_message, decode, read_bytes, read_error, read_file
 from .limits import check_pixels, max_image_pixels
 from .pixels import (
@@ -250,6 +249,8 @@ def _prepare_one(img: np.ndarray, h: int, w: int, c: int, mode: str, source: str
         mode = "mnist" if img.shape[:2] == (h, w) and dark_ground(img[None])[0] else "photo"
     with _opencv_errors(source, img, mode):
         if mode == "photo":
+            from . import digit  # the photo path, and OpenCV, on its first photo
+
             img = digit.to_mnist(img, source)
         return fit(img, h, w, c, source), mode
 
@@ -472,16 +473,16 @@ _DECODED = object()  # in prepare's items: a file or bytes the core has decoded
 
 
 def _read_native(items: list, labels: Sequence[str], h: int, w: int, c: int) -> Rows:
-    """The core's lane, in place in items. The files among them (paths), when there are
-    several, are read in one call of the core: each becomes Named(its bytes) or its
-    InputError. For a one-channel model, each file or bytes that is a plain 8-bit grayscale
-    PNG of h x w is decoded by the core and becomes _DECODED. Returns their rows, uint8
-    (k, h, w, 1), in item order (their mode not yet decided: None)."""
+    """The core's lane, in place in items. The files among them (paths) are read in one call
+    of the core: each becomes Named(its bytes) or its InputError. For a one-channel model,
+    each file or bytes that is a plain 8-bit grayscale PNG of h x w is decoded by the core and
+    becomes _DECODED. Returns their rows, uint8 (k, h, w, 1), in item order (their mode not
+    yet decided: None)."""
     gray = c == 1 and bool(_core.png_decoder) and h * w <= max_image_pixels()
     owner: list = []
     pixels = np.zeros((0, h, w), np.uint8)
     files = [i for i, item in enumerate(items) if isinstance(item, (str, os.PathLike))]
-    if len(files) >= 2:  # one file is read by decode's own path
+    if files:
         paths = [os.fsencode(items[i]) for i in files]
         if gray:
             got, pixels, rows = _core.read_gray_images(paths, MAX_FILE_BYTES, h, w)
@@ -498,7 +499,7 @@ def _read_native(items: list, labels: Sequence[str], h: int, w: int, c: int) -> 
             )
     if gray:
         # Bytes (a server's request bodies, infer(png_bytes)); the files just read were offered already.
-        read = set(files) if len(files) >= 2 else ()
+        read = set(files)
         blobs = [
             i
             for i, item in enumerate(items)
@@ -565,6 +566,8 @@ def prepare_number(
         n = len(frames)
         x = np.stack([fit(f, h, w, c, sources[0]) for f in frames]) if n else np.zeros((0, h, w, c), np.float32)
         return Rows(x, [0] * n, range(n), [f"{sources[0]}[{k}]" for k in range(n)], ["photo"] * n)
+
+    from . import number
 
     with _opencv_errors(sources[0], parts[0], "number"):
         frames, boxes = number.find_number(parts[0], lambda frames: probabilities(rows(frames).x), sources[0])

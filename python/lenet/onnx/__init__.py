@@ -18,13 +18,15 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 import numpy as np
 
 from ..errors import Error, ModelFileError
 from ..spec import ModelSpec
-from . import graph, ops
+
+if TYPE_CHECKING:
+    from . import graph
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -39,6 +41,8 @@ def looks_like_onnx(head: bytes, path: PathLike = "") -> bool:
 
 
 def read_model(path: PathLike) -> ModelSpec:
+    from . import graph, ops  # the onnx package and the converters, for ONNX files only
+
     p = Path(path)
     where = str(p)
     try:
@@ -76,7 +80,7 @@ def read_model(path: PathLike) -> ModelSpec:
     )
 
 
-def _recorded(g: graph.Graph, key: str, where: str) -> Optional[tuple]:
+def _recorded(g: "graph.Graph", key: str, where: str) -> Optional[tuple]:
     """A preprocessing value the file records in its metadata: numbers separated by commas."""
     if key not in g.metadata:
         return None
