@@ -52,8 +52,8 @@ void bind_executor(py::module_& m) {
     py::class_<Executor>(m, "Executor")
         .def(py::init([](std::shared_ptr<Network> net, const std::string& device, int threads, bool allow_tf32,
                          bool cuda_graphs, const std::string& cpu_kernels, const std::string& cuda_path) {
-                 // The public API's own constructor path (include/lenet/lenet.h): the same checks, the same words.
-                 EngineOptions options;
+                 // The C API's own path (include/lenet/lenet_c.h): the same checks, the same words.
+                 api::ExecutorOptions options;
                  options.device = device;
                  options.threads = threads;
                  options.allow_tf32 = allow_tf32;
