@@ -34,6 +34,9 @@ __all__ = [
 ]
 
 
+_UINT8 = np.dtype(np.uint8)  # every uint8 array's dtype is this one object: `is` is the cheap test
+
+
 class Engine:
     """A model ready to run on one device.
 
@@ -328,7 +331,7 @@ class Engine:
         if self._pixel_shapes and mode in ("auto", "mnist") and channel_order in ("rgb", "bgr"):
             # The shortest ways, for the commonest calls: one uint8 digit, one file.
             if type(images) is np.ndarray:
-                if images.dtype == np.uint8 and images.shape in self._pixel_shapes:
+                if images.dtype is _UINT8 and images.shape in self._pixel_shapes:
                     got = self._one_pixel_image(images, mode)
                     if got is not None:
                         return got
@@ -372,10 +375,7 @@ class Engine:
         h, w = self._pixel_shapes[0]
         if h * w > max_image_pixels():
             return None
-        x = image.reshape(1, h, w, 1)
-        if mode == "auto" and not _core.dark_ground(x)[0]:
-            return None
-        return self._mnist_result(x, "<array>")
+        return self._mnist_result(image, "<array>", mode == "auto")
 
     def _one_file(self, path: Union[str, os.PathLike], mode: str, channel_order: str) -> Result:
         """One file: read, and decoded by the core when it is a gray PNG of the model's size (as
@@ -390,17 +390,19 @@ class Engine:
             raise read_error(label, data)
         if data is not None:  # read, but not a PNG the core decodes
             return self._in_memory(Named(data, label), label, mode, channel_order)
-        x = pixels.reshape(1, h, w, 1)
-        if mode == "auto" and not _core.dark_ground(x)[0]:  # not MNIST-like: the photo path
-            return self._in_memory(Named(x[0, :, :, 0], label), label, mode, channel_order)
-        return self._mnist_result(x, label)
+        got = self._mnist_result(pixels[0], label, mode == "auto")
+        if got is None:  # not MNIST-like: the photo path
+            return self._in_memory(Named(pixels[0], label), label, mode, channel_order)
+        return got
 
-    def _mnist_result(self, x: np.ndarray, label: str) -> Result:
-        """The Result of one uint8 row (1, h, w, 1) that takes the mnist path."""
-        p = self._executor.pixel_probabilities(x.reshape((1,) + self._input_rest), self._scale32)
-        p.flags.writeable = False
-        row = p[0]
-        return result_of(int(row.argmax()), row, label, "mnist", x[0])
+    def _mnist_result(self, image: np.ndarray, label: str, check_ground: bool) -> Optional[Result]:
+        """The Result of one uint8 image (h, w[, 1]) on the mnist path, in one call of the core
+        (the ground checked first when check_ground: None when it is not dark)."""
+        got = self._executor.pixel_answer(image, self._scale32, check_ground)
+        if got is None:
+            return None
+        h, w = self._pixel_shapes[0]
+        return result_of(got[0], got[1], label, "mnist", image.reshape(h, w, 1))
 
     def infer_iter(
         self,
