@@ -60,7 +60,7 @@ def test_the_wheel_is_manylinux_and_small(repaired):
     # lenet's own libraries stay where the core looks for them (liblenet_cuda.so beside it),
     # never copied under another name: one copy of each in a process.
     assert not [n for n in bundled if n.startswith("liblenet")], bundled
-    assert {"lenet/weights/lenet5.h5", "lenet/py.typed", "lenet/_core.pyi"} <= set(names)
+    assert {"lenet/weights/lenet5.h5", "lenet/weights/lenet5.lenet", "lenet/py.typed", "lenet/_core.pyi"} <= set(names)
     assert not any(n.endswith("train.py") for n in names)
     size = wheel.stat().st_size
     infos = zipfile.ZipFile(wheel).infolist()

@@ -10,8 +10,8 @@ from typing import Any, Callable, Optional, Union
 
 from ._native import _core
 from .errors import UnsupportedModelError
-from .keras import SHIPPED_MODELS, read_model, shipped_weights
 from .preprocess import Preprocessing
+from .shipped import SHIPPED_MODELS, shipped_model_file, shipped_weights
 from .spec import ModelSpec
 
 DEFAULT_MODEL = "lenet5"
@@ -101,7 +101,8 @@ class Model:
         """Writes the model as lenet's own file (.lenet): its checked layer records and
         weights, input shape, how its pixels are prepared (``preprocessing``'s or this
         model's: a scale, and a mean and standard deviation per channel), name and the name
-        (not the folders) of the file it came from, in the versioned format the C++ API
+        (not the folders) of the file it came from (for a model read from a .lenet file, the
+        one that file was made from: saving again changes nothing), in the versioned format the C++ API
         loads (``lenet::Engine``, docs/cpp.md) and ``load`` reads back, to the bit, behind a
         checksum. Checked by the reader before a byte is written (ModelFileError for what it
         would refuse), written to a new temporary file beside ``path``, flushed to the disk,
@@ -127,7 +128,7 @@ class Model:
             list(self.spec.input_shape),
             prep.scale,
             self.spec.name,
-            self.source,
+            self.spec.extra.get("saved_from") or self.source,  # a .lenet file's own origin, kept
             mean,
             std,
         )
@@ -198,7 +199,7 @@ def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None)
     if path is None:
         path = DEFAULT_MODEL
     if isinstance(path, str) and path in SHIPPED_MODELS and not Path(path).exists():
-        path = shipped_weights(path)
+        path = (arch is None and shipped_model_file(path)) or shipped_weights(path)
     head = _head(path)
     if arch is None and head is not None and (_core.is_model_file(head) or str(path).endswith(".lenet")):
         layers, input_shape, scale, mean, std, name, source, version = _core.read_model_file(os.fspath(path))
@@ -213,6 +214,8 @@ def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None)
         from . import onnx as onnx_format
 
         return Model(onnx_format.read_model(path))
+    from .keras import read_model  # h5py and the Keras loader, for Keras files only
+
     return Model(read_model(path, arch=arch))
 
 
