@@ -70,19 +70,20 @@ def labels(directory: Path) -> list[dict]:
     return rows
 
 
-def score(engine, directory: Path, halves=tuple(HALVES)) -> list[tuple[str, str, str, str, str, float]]:
-    """(half, kind, path, label, read, confidence) per image of ``halves``: a single digit
-    through ``infer`` (read "none" when no digit is found), a number through ``read_number``
-    ("" when none is found)."""
+def score(engine, directory: Path, halves=tuple(HALVES)) -> list[tuple[str, str, str, str, str, float, bool]]:
+    """(half, kind, path, label, read, confidence, several) per image of ``halves``: a single
+    digit read through ``infer`` ("none" when no digit is found), a number through
+    ``read_number`` ("" when none is found); ``several``: whether ``infer``, asked for one
+    digit, said it saw several (``Result.several_digits``), for numbers and single digits alike."""
     rows = [r for r in labels(directory) if r["half"] in halves]
-    singles = [r for r in rows if len(r["label"]) == 1]
     found = {
-        res.source: res for res in engine.infer([str(directory / r["path"]) for r in singles], on_error=lambda e: None)
+        res.source: res for res in engine.infer([str(directory / r["path"]) for r in rows], on_error=lambda e: None)
     }
     out = []
     for r in rows:
+        res = found.get(str(directory / r["path"]))
+        several = res is not None and res.several_digits
         if len(r["label"]) == 1:
-            res = found.get(str(directory / r["path"]))
             read, conf = (str(res.digit), res.confidence) if res is not None else ("none", 0.0)
         else:
             try:
@@ -90,14 +91,14 @@ def score(engine, directory: Path, halves=tuple(HALVES)) -> list[tuple[str, str,
                 read, conf = n.number, n.confidence
             except lenet.InputError:
                 read, conf = "", 0.0
-        out.append((r["half"], r["kind"], r["path"], r["label"], read, conf))
+        out.append((r["half"], r["kind"], r["path"], r["label"], read, conf, several))
     return out
 
 
 def tally(scored) -> dict:
     """{(half, 'single' | 'number', kind): [right, count]}, kind 'all' included."""
     counts: dict = defaultdict(lambda: [0, 0])
-    for half, kind, _, label, read, _ in scored:
+    for half, kind, _, label, read, *_ in scored:
         what = "single" if len(label) == 1 else "number"
         for k in (kind, "all"):
             counts[half, what, k][0] += label == read
@@ -117,8 +118,12 @@ def report(name: str, scored) -> str:
     lines += ["", "misread:"]
     lines += [
         f"  {half} {path}: {label} read as {read or 'nothing'} ({conf:.3f})"
-        for half, _, path, label, read, conf in scored
+        for half, _, path, label, read, conf, _ in scored
         if label != read
+    ]
+    lines += ["", "several digits said of one, or not of a number:"]
+    lines += [
+        f"  {half} {path}: {label}" for half, _, path, label, *_, several in scored if several != (len(label) > 1)
     ]
     return "\n".join(lines)
 

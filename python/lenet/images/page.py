@@ -234,15 +234,15 @@ def _defocused(c: np.ndarray, strokes: np.ndarray, k: int, contrast: float) -> n
 def beyond_paper(c: np.ndarray, ground: np.ndarray, shape: tuple) -> Optional[np.ndarray]:
     """A bool mask, at working size ``shape``, of what lies beyond the paper's edge on
     coarse image ``c`` (dark ink) whose paper is ``ground`` (``paper``): regions darker
-    than BEYOND of the paper (closed over the window, so that a textured background is
-    one region) that lie along the border: their contact with it is BEYOND_CONTACT of
-    their outline within the image or more, where a bold stroke or loop cut by the border
-    has paper along both its sides. None where there is none."""
-    k = _window(c)
+    than BEYOND of the paper that lie along the border: their contact with it is
+    BEYOND_CONTACT of their outline within the image or more, where a bold stroke or loop
+    cut by the border has paper along both its sides. None where there is none."""
     dark = (c < BEYOND * np.maximum(ground, 1)).astype(np.uint8)
     if not dark.any():
         return None
-    dark = cv2.morphologyEx(dark, cv2.MORPH_CLOSE, np.ones((k, k), np.uint8))
+    # Gaps of a pixel closed (a textured background is one region), no more: a window's
+    # closing joined a bold 8 to the desk beside it, and took it for the desk.
+    dark = cv2.morphologyEx(dark, cv2.MORPH_CLOSE, np.ones((3, 3), np.uint8))
     count, labels = cv2.connectedComponents(dark, connectivity=8)
     contact = sum(
         np.bincount(side, minlength=count) for side in (labels[0], labels[-1], labels[1:-1, 0], labels[1:-1, -1])
