@@ -164,8 +164,10 @@ ACROSS = 0.6
 # Beyond the paper (``beyond_paper``): a background seen past the sheet's edge (a
 # sweater above a webcam's sheet) is darker than BEYOND of the paper estimated under it,
 # where a shadow on the paper is 0.35 or more of it; it lies along the border
-# (BEYOND_CONTACT). What is dark there is no ink on the page.
-BEYOND, BEYOND_CONTACT = 0.3, 0.5
+# (BEYOND_CONTACT). A component with BEYOND_SHARE of its pixels there is the edge of
+# something, as a desk is (taking that ink out instead left the remnants of a grid's lines
+# beside a desk apart, and one was read as a 1).
+BEYOND, BEYOND_CONTACT, BEYOND_SHARE = 0.3, 0.5, 0.5
 # A page where more than this fraction is strokes at the coarse scale is lined (a
 # digit alone covers a few percent).
 LINED = 0.1
@@ -448,11 +450,6 @@ class Page:
         peak = float(smooth.max())
         if peak < max(floor, noise_sd * noise):  # paper texture, JPEG noise and lighting stay below
             raise InputError(f"{self.source}: no digit found (no ink darker or lighter than the paper)")
-        if self._beyond is not None:
-            # A background seen past the sheet's edge holds no ink of the page (its darkest
-            # still sets the peak, as a desk's does: specks stay below the thresholds).
-            self.ink[self._beyond] = 0
-            smooth[self._beyond] = 0
         low, high = self.ink > LOW * peak, smooth > HIGH * peak
         count, self.labels, stats, _ = cv2.connectedComponentsWithStats(low.astype(np.uint8), connectivity=8)
         rules = underlines(low, stats)
@@ -495,10 +492,10 @@ class Page:
             + np.bincount(labels[1:-1, 0], minlength=count)
             + np.bincount(labels[1:-1, -1], minlength=count)
         )
-        if self._beyond is not None:  # the paper ends there: its edge counts as the image's border
-            rim = cv2.dilate(self._beyond.view(np.uint8), np.ones((3, 3), np.uint8)).view(bool) & ~self._beyond
-            contact += np.bincount(labels[rim], minlength=count)
         edge = contact >= EDGE_CONTACT * 2 * (self.boxes[:, 2] + self.boxes[:, 3])
+        if self._beyond is not None:  # ink mostly past the sheet's edge: a background's
+            inside = np.bincount(labels[self._beyond], minlength=count)
+            edge |= inside >= BEYOND_SHARE * np.bincount(labels.ravel(), minlength=count)
         edge[0] = False
         # A bold loop that fills the frame (a brush 0 on a canvas) touches it as much as
         # a desk does; but it encloses bare paper, which no edge of a desk or a shadow does.
