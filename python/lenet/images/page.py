@@ -15,8 +15,8 @@ photo is none of that. The steps, each a function or class of these three module
 3. ``Page``: the lines of ruled or squared paper taken out, and underlines
    (``rules``); the ink thresholded with hysteresis relative to its strongest
    strokes (paper texture and noise drop out), split into connected components;
-   specks, and the edges of the paper, a desk or a shadow at the image's border,
-   are set apart;
+   specks, and the edges of the paper, a desk or a shadow at the image's border (and
+   what lies past the sheet's edge, ``beyond_paper``), are set apart;
 4. ``digit.find_digit``: the largest component and the components beside it (a broken
    stroke); or, for a number, ``number.find_number``: every digit left to right, broken
    strokes joined, touching digits cut and stray marks left out where that gives the
