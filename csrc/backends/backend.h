@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <variant>
@@ -72,9 +73,19 @@ struct HostInput {
     float scale = 1.f;
 };
 
+// Thrown by a stream that checks a call's float32 values itself (Stream::checks_values):
+// image `image` of the call holds a NaN or an infinity.
+struct NonFiniteInput {
+    int64_t image = 0;
+};
+
 class Stream {
 public:
     virtual ~Stream() = default;
+    // Whether forward() checks float32 inputs for NaN and infinities itself (while it
+    // copies them, over its own threads), throwing NonFiniteInput: the executor then
+    // does not read them once more before.
+    virtual bool checks_values() const { return false; }
     // x_host: n images; y_host: the n outputs, in the backend's layout. Returns when
     // y_host is written. A CPU stream runs `layers` on the host pointers directly; a
     // GPU stream stages through pinned memory and may capture the whole walk (copies
@@ -124,6 +135,20 @@ public:
     virtual Buffer alloc(size_t floats) = 0;
     // input_size, output_size: floats per image going in and coming out.
     virtual std::unique_ptr<Stream> stream(int capacity, int64_t input_size, int64_t output_size) = 0;
+    // The stream of a plan that runs the whole network as `whole` (network_kernel's): a
+    // backend may launch that kernel itself, its own way (the CUDA backend's "fast" path).
+    virtual std::unique_ptr<Stream> network_stream(Kernel& whole, int capacity, int64_t input_size,
+                                                   int64_t output_size) {
+        (void)whole;
+        return stream(capacity, input_size, output_size);
+    }
+    // Host memory of `bytes` that this backend's streams take without copying it first
+    // (the CUDA backend: mapped pinned memory), owned by the pointer's last holder, whatever
+    // becomes of the backend. By default plain memory.
+    virtual std::shared_ptr<void> host_buffer(size_t bytes) {
+        return std::shared_ptr<void>(::operator new(bytes ? bytes : 1, std::align_val_t(64)),
+                                     [](void* p) { ::operator delete(p, std::align_val_t(64)); });
+    }
 };
 
 // The smallest power of two >= n, at most `cap`: plan capacities that let a few
@@ -144,16 +169,20 @@ struct BackendOptions {
     bool cuda_graphs = true;  // CUDA: capture each plan's forward pass and replay it
     // CUDA: "auto" (the fused whole-network kernel where its rule says it is faster,
     // else cuDNN + cuBLAS), "fused" (the fused kernel wherever it can run the network),
-    // or "library" (cuDNN + cuBLAS always).
+    // "library" (cuDNN + cuBLAS always), or "fast" (the fused kernel within auto's size
+    // rule, else cuDNN + cuBLAS, with the transfers of backends/cuda/transfer.h: not yet
+    // run on a GPU, so not the default).
     std::string cuda_path = "auto";
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;
+// A factory as a plain function: what a backend library hands over (provider.h).
+using BackendFactoryFunction = std::unique_ptr<Backend> (*)(const BackendOptions&);
 
-// The backend registry: "cpu" is always there; "cuda" is added by the _cuda
-// module when it is imported. make_backend throws InputError for an unknown name,
-// and CudaError for "cuda" when it is not registered.
-void register_backend(const std::string& name, BackendFactory factory);
+// The backend registry (registry.cpp): "cpu" is always there; "cuda" is added the first
+// time it is asked for, from its own library (provider.h). make_backend throws
+// InputError for an unknown name, and CudaError naming what is missing for "cuda" when
+// its library, the driver, cuDNN or cuBLAS cannot be had.
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options);
 bool backend_registered(const std::string& name);
 

@@ -2,9 +2,11 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <type_traits>
 
 #include "../api/executor_options.h"
+#include "../io/dark_ground.h"
 #include "../runtime/executor.h"
 #include "../support/errors.h"
 #include "bindings.h"
@@ -46,14 +48,50 @@ py::array_t<float> run(Executor& ex, const py::array_t<T, py::array::c_style>& x
     return y;
 }
 
+// infer's shortest way (python/lenet/engine.py, Engine._mnist_result): one uint8 image of
+// the model's input size in one call: the dark-ground check when asked, the probabilities,
+// and their argmax as NumPy's (the first maximum; the first NaN if any). None when the ground
+// is not dark; else (digit, probabilities), a read-only (classes,) array.
+py::object pixel_answer(Executor& ex, const py::array_t<uint8_t, py::array::c_style>& image, float scale,
+                        bool check_ground) {
+    const Network& net = ex.network();
+    int64_t size = 1;
+    for (auto v : net.input_shape()) size *= v;
+    if (image.ndim() < 2 || image.size() != size)
+        throw InputError("pixel_answer takes one uint8 image of the model's input size (" + std::to_string(size) +
+                         " pixels)");
+    if (check_ground) {
+        bool dark = false;
+        dark_ground(image.data(), 1, int(image.shape(0)), int(image.shape(1)), &dark);
+        if (!dark) return py::none();
+    }
+    const int64_t classes = net.output_size();
+    py::array_t<float> y(classes);
+    float* p = y.mutable_data();
+    {
+        py::gil_scoped_release release;
+        ex.run({nullptr, image.data(), scale}, p, 1, Executor::Output::probabilities);
+    }
+    int64_t digit = 0;
+    for (int64_t i = 0; i < classes; ++i) {
+        if (std::isnan(p[i])) {
+            digit = i;
+            break;
+        }
+        if (p[i] > p[digit]) digit = i;
+    }
+    py::detail::array_proxy(y.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+    return py::make_tuple(digit, std::move(y));
+}
+
 }  // namespace
 
 void bind_executor(py::module_& m) {
     py::class_<Executor>(m, "Executor")
         .def(py::init([](std::shared_ptr<Network> net, const std::string& device, int threads, bool allow_tf32,
                          bool cuda_graphs, const std::string& cpu_kernels, const std::string& cuda_path) {
-                 // The public API's own constructor path (include/lenet/lenet.h): the same checks, the same words.
-                 EngineOptions options;
+                 // The C API's own path (include/lenet/lenet_c.h): the same checks, the same words.
+                 api::ExecutorOptions options;
                  options.device = device;
                  options.threads = threads;
                  options.allow_tf32 = allow_tf32;
@@ -89,6 +127,9 @@ void bind_executor(py::module_& m) {
             "probabilities() of a C-contiguous uint8 batch of pixels in the model's input shape, each pixel "
             "converted to float32 and multiplied by `scale` in the core (the same values as NumPy's "
             "astype(float32) * float32(scale)).")
+        .def("pixel_answer", &pixel_answer, py::arg("image"), py::arg("scale"), py::arg("check_ground"),
+             "One uint8 image of the model's input size: None when check_ground and its ground is not dark "
+             "(the mnist path's test), else (digit, probabilities), the latter read-only.")
         .def(
             "describe",
             [](Executor& ex) {
@@ -112,6 +153,21 @@ void bind_executor(py::module_& m) {
             "What each plan made so far decided: per plan its capacity, its stream's facts (graph or eager), "
             "whether one kernel runs the whole network (and why not), and, per kernel, the steps it runs and "
             "its facts (algorithm, fusion, workspace).")
+        .def(
+            "host_array",
+            [](Executor& ex, const std::vector<py::ssize_t>& shape, const py::dtype& dtype) {
+                int64_t bytes = dtype.itemsize();
+                for (py::ssize_t d : shape) {
+                    if (d < 0) throw InputError("a negative dimension in " + std::to_string(d));
+                    bytes *= d;
+                }
+                auto* owner = new std::shared_ptr<void>(ex.host_buffer(size_t(bytes)));
+                py::capsule base(owner, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); });
+                return py::array(dtype, shape, owner->get(), base);
+            },
+            py::arg("shape"), py::arg("dtype"),
+            "A new array in memory the backend reads without a copy of its own where it can (on CUDA: pinned "
+            "memory the GPU maps); valid while the array or a view of it lives.")
         .def_property_readonly("device", [](const Executor& e) { return e.backend().name(); })
         .def_property_readonly("description", [](const Executor& e) { return e.backend().description(); })
         .def_property_readonly("threads", &Executor::threads);

@@ -1,25 +1,30 @@
-// lenet._cuda: the CUDA backend as a module of its own, so that `import lenet`
-// works without CUDA. Importing it loads nothing of cuDNN or cuBLAS: load_libraries
-// opens them (libraries.h says how, and why not through the dynamic linker's
-// global scope) and only then registers the backend with the core's registry. The
-// rest is what can be asked without running anything: device count, versions,
-// memory, and the cuDNN planner (which needs no GPU).
+// lenet._cuda: what Python asks of the CUDA backend, a library of its own
+// (liblenet_cuda.so, which this module links and the core loads when an engine asks for
+// device "cuda": one copy of its state in the process). Importing it loads nothing of
+// cuDNN or cuBLAS: load_libraries opens them by the backend's own search (provider.h;
+// libraries.h says how, and why not through the dynamic linker's global scope). The
+// rest is what can be asked without running anything: device count, versions, memory,
+// and the cuDNN planner (which needs no GPU).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
+#include <tuple>
 
 #include "../backends/cuda/cuda_backend.h"
 #include "../backends/cuda/fused_program.h"
 #include "../backends/cuda/libraries.h"
 #include "../backends/cuda/planner.h"
+#include "../backends/cuda/provider.h"
 #include "../backends/cuda/resources.h"
+#include "../backends/cuda/transfer.h"
 #include "../backends/nchw/plan.h"
 #include "../net/network.h"
-#include "cuda_libraries.h"
 
 namespace py = pybind11;
 using namespace lenet;
@@ -37,9 +42,8 @@ void require_libraries() {
     if (!cuda::libraries_loaded()) throw CudaError("cuDNN and cuBLAS are not loaded (lenet._cuda.load_libraries)");
 }
 
-py::dict load_libraries(const std::vector<std::string>& cudnn, const std::vector<std::string>& cublas) {
-    const cuda::LoadReport r = cuda::load_libraries(cudnn, cublas);
-    if (!backend_registered("cuda")) register_backend("cuda", cuda::make_cuda_backend);
+py::dict load_libraries() {
+    const cuda::LoadReport r = cuda::load_found_libraries();
     py::dict d;
     d["cudnn_path"] = r.cudnn_path;
     d["cublas_path"] = r.cublas_path;
@@ -50,11 +54,9 @@ py::dict load_libraries(const std::vector<std::string>& cudnn, const std::vector
 py::dict info() {
     require_libraries();
     py::dict d;
-    int runtime = 0, driver = 0;
-    cudaRuntimeGetVersion(&runtime);
-    cudaDriverGetVersion(&driver);
-    d["cuda_runtime"] = cuda_version(runtime);
-    d["cuda_driver"] = cuda_version(driver);
+    const cuda::RuntimeFacts runtime = cuda::runtime_facts(false);
+    d["cuda_runtime"] = cuda_version(runtime.runtime_version);
+    d["cuda_driver"] = cuda_version(runtime.driver_version);
     d["cudnn_linked"] = cudnn_version(CUDNN_VERSION);
     d["cudnn_loaded"] = cudnn_version(lib::cudnnGetVersion());
     d["cublas_linked"] = std::to_string(CUBLAS_VER_MAJOR) + "." + std::to_string(CUBLAS_VER_MINOR) + "." +
@@ -69,8 +71,7 @@ py::dict info() {
     d["cuda_isolation"] = cuda::load_libraries({}, {}).isolation;
     std::string why;
     if (cuda::device_count(&why) > 0) {
-        cudaDeviceProp prop{};
-        if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) d["gpu"] = std::string(prop.name);
+        if (!runtime.gpu.empty()) d["gpu"] = runtime.gpu;
     } else {
         d["gpu"] = py::none();
         d["gpu_error"] = why;
@@ -125,9 +126,11 @@ py::list plan(const std::shared_ptr<Network>& net, int batch, bool allow_tf32) {
 // rule of fused_program.h with the limits given (path "auto" or "fused").
 fused::Program fused_program(const Network& net, int capacity, int min_blocks, int shared_bytes,
                              const std::string& path, std::string* why) {
-    if (path != "auto" && path != "fused") throw InputError("path must be 'auto' or 'fused', not '" + path + "'");
+    if (path != "auto" && path != "fused" && path != "fast")
+        throw InputError("path must be 'auto', 'fused' or 'fast', not '" + path + "'");
     fused::Limits limits;
     limits.shared_bytes = shared_bytes;
+    limits.row_blocks = path == "fast";
     if (path == "fused") limits.max_macs = limits.max_weight_bytes = std::numeric_limits<int64_t>::max();
     return fused::fused_plan(net.steps(), capacity, min_blocks, limits, why);
 }
@@ -152,26 +155,37 @@ py::dict fused_plan(const std::shared_ptr<Network>& net, int capacity, int min_b
         o["pooled"] = op.pool_kh > 0;
         o["out"] = py::make_tuple(op.out_c, op.out_h, op.out_w);
         o["splits"] = op.splits;
+        o["row_block"] = op.row_block;
         ops.append(o);
     }
     d["ops"] = ops;
     return d;
 }
 
-// What the fused kernel computes, run on the host (fused::emulate): x is n images
-// in NCHW order, float32 (or uint8 pixels times scale). For tests: the kernel's
-// arithmetic and indexing, checked without a GPU.
-py::array_t<float> fused_emulate(const std::shared_ptr<Network>& net, const py::array& x, int capacity, int min_blocks,
-                                 int shared_bytes, float scale) {
+// The fused program of `path` with its weights and biases in `constants` (host memory
+// that must outlive it, filled here): what the emulation runs.
+fused::Program host_program(const Network& net, int capacity, int min_blocks, int shared_bytes, const std::string& path,
+                            std::vector<nchw::Constants>& constants) {
     std::string why;
-    fused::Program p = fused_program(*net, capacity, min_blocks, shared_bytes, "fused", &why);
+    fused::Program p = fused_program(net, capacity, min_blocks, shared_bytes, path, &why);
     if (p.ops.empty()) throw UnsupportedModelError("not on the fused path: " + why);
-    std::vector<nchw::Constants> constants;
-    for (const Step& s : net->steps()) constants.push_back(nchw::constants(s));
+    for (const Step& s : net.steps()) constants.push_back(nchw::constants(s));
     for (fused::Op& op : p.ops) {
         op.weights = constants[size_t(op.step)].weights.data();
         op.bias = constants[size_t(op.step)].bias.data();
     }
+    return p;
+}
+
+// What the fused kernel computes, run on the host (fused::emulate): x is n images
+// in NCHW order, float32 (or uint8 pixels times scale). For tests: the kernel's
+// arithmetic and indexing, checked without a GPU.
+py::array_t<float> fused_emulate(const std::shared_ptr<Network>& net, const py::array& x, int capacity, int min_blocks,
+                                 int shared_bytes, float scale, const std::string& path) {
+    // "fast": its program (row-blocked convolutions) within auto's size rule; else wherever it runs.
+    std::vector<nchw::Constants> constants;
+    const fused::Program p =
+        host_program(*net, capacity, min_blocks, shared_bytes, path == "fast" ? path : "fused", constants);
     const bool pixels = py::isinstance<py::array_t<uint8_t>>(x) && x.dtype().kind() == 'u';
     const int64_t size = p.tile.input_size;
     if (x.ndim() < 1 || x.size() % size != 0)
@@ -189,15 +203,97 @@ py::array_t<float> fused_emulate(const std::shared_ptr<Network>& net, const py::
     return y;
 }
 
+// The fused kernel's call on the host as a transfer makes it (transfer.h): "staged" and
+// "mapped" hand the kernel a pointer to the input, "parameter" the launch's blob, packed
+// as the stream packs it; then the completion flag the kernel raises. For tests.
+py::dict fused_emulate_call(const std::shared_ptr<Network>& net, const py::array& x, int capacity,
+                            const std::string& transfer, unsigned seq, float scale) {
+    std::vector<nchw::Constants> constants;
+    const fused::Program p = host_program(*net, capacity, 264, 232448, "fast", constants);
+    const bool pixels = x.dtype().kind() == 'u' && x.itemsize() == 1;
+    const int64_t size = p.tile.input_size, row = size * (pixels ? 1 : 4);
+    if (x.size() % size != 0) throw InputError("expected images of " + std::to_string(size) + " values");
+    const int n = int(x.size() / size);
+    if (n > capacity) throw InputError("more images than the capacity");
+    std::vector<unsigned char> input(size_t(n * row));
+    std::memcpy(input.data(), x.data(), input.size());
+    int blob = 0;
+    std::vector<unsigned char> packed;
+    const unsigned char* at = input.data();
+    if (transfer == "parameter") {
+        if (p.tile.images != 1) throw InputError("the parameter transfer runs tiles of one image only");
+        blob = cuda::parameter_blob(int64_t(input.size()));
+        if (!blob) throw InputError("no parameter blob holds " + std::to_string(input.size()) + " bytes");
+        packed.assign(size_t(blob), 0xff);  // what the launch copies: the input, then bytes nothing reads
+        std::memcpy(packed.data(), input.data(), input.size());
+        at = packed.data();
+    } else if (transfer != "staged" && transfer != "mapped") {
+        throw InputError("transfer must be 'staged', 'parameter' or 'mapped', not '" + transfer + "'");
+    }
+    unsigned arrived = 0, flag = 0;
+    const cuda::Completion done{&arrived, &flag, seq};
+    py::array_t<float> y({int64_t(n), int64_t(p.tile.output_size)});
+    fused::emulate(p, pixels ? nullptr : reinterpret_cast<const float*>(at), pixels ? at : nullptr,
+                   pixels ? scale : 1.f, y.mutable_data(), n, transfer == "staged" ? cuda::Completion{} : done);
+    py::dict d;
+    d["y"] = y;
+    d["flag"] = flag;
+    d["arrived"] = arrived;
+    d["blob_bytes"] = blob;
+    d["images_per_block"] = p.tile.images;
+    return d;
+}
+
+// The completion protocol alone (completion.h): `blocks` blocks count themselves in, in
+// order; after each, (arrived, flag). Then the same again for the next call's number.
+py::list completion_steps(unsigned blocks, unsigned seq) {
+    unsigned arrived = 0, flag = 0;
+    py::list steps;
+    for (unsigned call = 0; call < 2; ++call)
+        for (unsigned b = 0; b < blocks; ++b) {
+            cuda::block_done({&arrived, &flag, seq + call}, blocks);
+            steps.append(py::make_tuple(arrived, flag));
+        }
+    return steps;
+}
+
+// wait_for_flag (transfer.h) on a script: read() gives `flags` in turn (the last for
+// ever after), query() `states` in turn ("running", "idle", "failed"; then "running"),
+// now() advances `step_us` a call. Returns what it took, or raises its CudaError.
+py::dict wait_script(const std::vector<unsigned>& flags, const std::vector<std::string>& states, unsigned seq,
+                     double step_us, int64_t max_reads) {
+    size_t f = 0, q = 0;
+    int64_t reads = 0, queries = 0, yields = 0;
+    double t = 0;
+    auto read = [&]() -> uint32_t {
+        if (++reads > max_reads) throw InputError("the script ran out: wait_for_flag did not stop");
+        const unsigned v = flags.at(std::min(f, flags.size() - 1));
+        ++f;
+        return v;
+    };
+    auto query = [&](std::string* error) {
+        ++queries;
+        const std::string s = q < states.size() ? states[q++] : "running";
+        if (s == "failed")
+            *error = "cudaStreamQuery: cudaErrorIllegalAddress: an illegal memory access was encountered";
+        return s == "idle"     ? cuda::StreamState::idle
+               : s == "failed" ? cuda::StreamState::failed
+                               : cuda::StreamState::running;
+    };
+    auto now = [&] { return t += step_us; };
+    const int64_t took = cuda::wait_for_flag(read, seq, query, now, [&] { ++yields; });
+    py::dict d;
+    d["reads"] = took;
+    d["queries"] = queries;
+    d["yields"] = yields;
+    return d;
+}
+
 py::dict memory() {
     py::dict d;
-    size_t free = 0, total = 0;
-    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
-        cudaGetLastError();
-        free = total = 0;
-    }
+    const cuda::RuntimeFacts runtime = cuda::runtime_facts(true);
     const cuda::MemoryHeld held = cuda::memory_held();
-    d["device_used"] = int64_t(total - free);
+    d["device_used"] = int64_t(runtime.total_bytes - runtime.free_bytes);
     d["lenet_device"] = held.device;
     d["lenet_pinned"] = held.pinned;
     std::string why;
@@ -211,12 +307,20 @@ py::dict memory() {
 
 PYBIND11_MODULE(_cuda, m) {
     m.doc() = "lenet's CUDA backend (cuDNN + cuBLAS)";
-    m.attr("build_cudnn_library") = LENET_CUDNN_LIBRARY;
-    m.attr("build_cublas_library") = LENET_CUBLAS_LIBRARY;
-    m.def("load_libraries", &load_libraries, py::arg("cudnn_candidates"), py::arg("cublas_candidates"),
-          "Opens cuDNN and cuBLAS from the first candidate (a path, or a bare soname) of each list that opens "
-          "and registers the 'cuda' backend; raises CudaError naming every candidate tried. Returns the files "
-          "opened and how they were isolated from other definitions in the process.");
+    m.def("load_libraries", &load_libraries,
+          "Opens cuDNN and cuBLAS from the first candidate of each list of library_candidates() that opens "
+          "(the search the core's CUDA backend makes for C++ programs too); raises CudaError naming every "
+          "candidate tried. Returns the files opened and how they were isolated from other definitions in the "
+          "process.");
+    m.def(
+        "library_candidates",
+        [] {
+            const cuda::Candidates c = cuda::library_candidates();
+            return py::make_tuple(c.cudnn, c.cublas);
+        },
+        "(cuDNN candidates, cuBLAS candidates) in the order tried: LENET_CUDA_LIBRARY_PATH's folders alone when "
+        "it is set, else the NVIDIA wheels beside the lenet package, the files the build compiled against, then "
+        "the sonames for the system's search.");
     m.def("libraries_loaded", &cuda::libraries_loaded);
     m.attr("cross_reference_probes") = cuda::cross_reference_probes();
     m.def("device_count", [] { return cuda::device_count(nullptr); }, "Usable CUDA devices; 0 without GPU or driver.");
@@ -254,8 +358,75 @@ PYBIND11_MODULE(_cuda, m) {
           "H100's (132 SMs x 2, 227 KiB a block).");
     m.def("fused_emulate", &fused_emulate, py::arg("network"), py::arg("x"), py::arg("capacity"),
           py::arg("min_blocks") = 264, py::arg("shared_bytes") = 232448, py::arg("scale") = 1.f,
+          py::arg("path") = "fused",
           "The fused kernel's arithmetic run on the host, thread by thread and phase by phase (tests): outputs "
           "for x, n images in NCHW order (float32, or uint8 pixels times scale).");
+    m.def(
+        "transfer",
+        [](const std::shared_ptr<Network>& net, int capacity, const std::string& path, int min_blocks,
+           int shared_bytes) {
+            // What a plan of this network and capacity would take (cuda_backend: the fused
+            // kernel within auto's size rule on 'fast'), device-free.
+            std::string why;
+            const fused::Program p = fused_program(*net, capacity, min_blocks, shared_bytes, "auto", &why);
+            const bool fused = !p.ops.empty() && path != "library";
+            const cuda::TransferPlan t =
+                cuda::choose_transfer({path, fused, fused ? p.tile.images : 1, capacity, net->input().d.size()});
+            return py::dict(py::arg("fused") = fused, py::arg("values") = cuda::to_string(t.values),
+                            py::arg("pixels") = cuda::to_string(t.pixels), py::arg("why") = t.why);
+        },
+        py::arg("network"), py::arg("capacity"), py::arg("path") = "fast", py::arg("min_blocks") = 264,
+        py::arg("shared_bytes") = 232448,
+        "The transfer (staged, parameter, mapped, chunked) a plan of this capacity takes for float32 values and "
+        "for uint8 pixels, and why, without a GPU (the defaults are an H100's).");
+    m.def("parameter_blob", &cuda::parameter_blob, py::arg("bytes"));
+    m.def("chunk_rows", &cuda::chunk_rows, py::arg("capacity"), py::arg("row_bytes"));
+    m.def(
+        "chunk_schedule",
+        [](int n, int rows, int streams) {
+            py::list out;
+            for (const cuda::Chunk& c : cuda::chunk_schedule(n, rows, streams))
+                out.append(py::make_tuple(c.first, c.count, c.stream));
+            return out;
+        },
+        py::arg("n"), py::arg("rows"), py::arg("streams"), "(first, count, stream) of each chunk of n rows.");
+    m.def(
+        "copy_rows",
+        [](const py::array& x, int threads, bool copy) {
+            // copy_rows over a real thread pool: (the copy, or None, and the first bad row).
+            const bool floats = x.dtype().kind() == 'f' && x.itemsize() == 4;
+            const int64_t count = x.ndim() ? x.shape(0) : 0, row = count ? int64_t(x.nbytes()) / count : 0;
+            std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads - 1) : nullptr;
+            py::array out(x.dtype(), std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+            const int64_t bad =
+                cuda::copy_rows(pool.get(), copy ? static_cast<char*>(out.mutable_data()) : nullptr,
+                                static_cast<const char*>(x.data()), count, size_t(row), floats ? row / 4 : 0);
+            return py::make_tuple(copy ? py::object(out) : py::object(py::none()), bad);
+        },
+        py::arg("x"), py::arg("threads"), py::arg("copy") = true);
+    m.def(
+        "host_buffer_lookup",
+        [](const std::vector<std::tuple<uintptr_t, size_t, uintptr_t>>& regions,
+           const std::vector<std::pair<uintptr_t, size_t>>& queries, const std::vector<uintptr_t>& removed) {
+            cuda::HostBuffers buffers;
+            for (const auto& [host, bytes, device] : regions)
+                buffers.add(reinterpret_cast<const void*>(host), bytes, reinterpret_cast<const void*>(device));
+            for (uintptr_t host : removed) buffers.remove(reinterpret_cast<const void*>(host));
+            py::list out;
+            for (const auto& [at, bytes] : queries) {
+                const void* d = buffers.find(reinterpret_cast<const void*>(at), bytes);
+                out.append(d ? py::object(py::int_(reinterpret_cast<uintptr_t>(d))) : py::object(py::none()));
+            }
+            return out;
+        },
+        py::arg("regions"), py::arg("queries"), py::arg("removed") = std::vector<uintptr_t>{},
+        "HostBuffers on made-up addresses: the device address of each (address, bytes) query, or None.");
+    m.def("fused_emulate_call", &fused_emulate_call, py::arg("network"), py::arg("x"), py::arg("capacity"),
+          py::arg("transfer"), py::arg("seq") = 1, py::arg("scale") = 1.f,
+          "The fused kernel's call emulated on the host as a transfer makes it: y, the completion flag and count.");
+    m.def("completion_steps", &completion_steps, py::arg("blocks"), py::arg("seq"));
+    m.def("wait_script", &wait_script, py::arg("flags"), py::arg("states"), py::arg("seq"), py::arg("step_us") = 1.0,
+          py::arg("max_reads") = 1000000);
     m.def("plan", &plan, py::arg("network"), py::arg("batch"), py::arg("allow_tf32") = false,
           "The cuDNN planner's descriptors for each step, the math type each convolution descriptor holds and "
           "whether cuDNN's fused call is tried: runs without a GPU.");

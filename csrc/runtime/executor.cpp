@@ -9,6 +9,7 @@
 
 #include "../net/layout.h"
 #include "../support/errors.h"
+#include "../support/finite.h"
 #include "../support/format.h"
 
 namespace lenet {
@@ -219,7 +220,10 @@ std::unique_ptr<Executor::Plan> Executor::build_plan(int capacity, std::unique_p
     }
     for (int64_t floats : slot_size) plan->slots.push_back(backend_->alloc(size_t(floats) * capacity));
 
-    plan->stream = backend_->stream(capacity, network_->input().d.size(), network_->output_size());
+    const int64_t in_size = network_->input().d.size(), out_size_floats = network_->output_size();
+    plan->stream = plan->whole_network
+                       ? backend_->network_stream(*plan->nodes[0].kernel, capacity, in_size, out_size_floats)
+                       : backend_->stream(capacity, in_size, out_size_floats);
     if (transpose_input_) plan->staged_in.resize(size_t(network_->input().d.size()) * capacity);
     if (transpose_output_) plan->staged_out.resize(size_t(network_->output_size()) * capacity);
     return plan;
@@ -293,17 +297,8 @@ void Executor::run_chunk(Plan& plan, HostInput x, float* y, int n, ThreadPool* s
 
 namespace {
 
-// The first of n vectors of `size` floats that holds a NaN or an infinity, or -1.
-// An OR of comparisons, not a sum: it vectorizes without reassociating floats.
-int64_t first_non_finite(const float* v, int64_t n, int64_t size) {
-    const float most = std::numeric_limits<float>::max();
-    for (int64_t b = 0; b < n; ++b) {
-        const float* p = v + b * size;
-        int bad = 0;
-        for (int64_t i = 0; i < size; ++i) bad |= !(std::fabs(p[i]) <= most);
-        if (bad) return b;
-    }
-    return -1;
+InputError non_finite_input(int64_t image) {
+    return InputError("image " + std::to_string(image) + " of the batch holds NaN or infinite values");
 }
 
 // Outputs -> a distribution per image, in place (see Executor::Output).
@@ -370,14 +365,18 @@ void Executor::run(Input input, float* y, int64_t n, Output output) {
                 } else {
                     xb.values = input.values + b * in_size;
                     // NaN or infinite inputs would come out as NaN: refused, never a silent
-                    // answer. So is an output that overflowed (inputs or weights too large
-                    // for float32 activations).
-                    if (const int64_t bad = first_non_finite(xb.values, m, in_size); bad >= 0)
-                        throw InputError("image " + std::to_string(b + bad) +
-                                         " of the batch holds NaN or infinite values");
+                    // answer (here, or by a stream that checks as it copies). So is an output
+                    // that overflowed (inputs or weights too large for float32 activations).
+                    if (!plan->stream->checks_values())
+                        if (const int64_t bad = first_non_finite(xb.values, m, in_size); bad >= 0)
+                            throw non_finite_input(b + bad);
                 }
                 float* yb = y + b * out_size;
-                run_chunk(*plan, xb, yb, m, spare);
+                try {
+                    run_chunk(*plan, xb, yb, m, spare);
+                } catch (const NonFiniteInput& e) {
+                    throw non_finite_input(b + e.image);
+                }
                 if (const int64_t bad = first_non_finite(yb, m, out_size); bad >= 0)
                     throw InputError("the network's output for image " + std::to_string(b + bad) +
                                      " of the batch is not finite: its activations overflowed float32 (input "

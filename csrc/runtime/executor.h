@@ -64,6 +64,10 @@ public:
     };
     std::vector<PlanReport> describe();
 
+    // Host memory for `bytes` of inputs that run() takes without a copy of its own where
+    // the backend can (see Backend::host_buffer); owned by the pointer's last holder.
+    std::shared_ptr<void> host_buffer(size_t bytes) { return backend_->host_buffer(bytes); }
+
     const Network& network() const { return *network_; }
     const Backend& backend() const { return *backend_; }
     int threads() const { return threads_; }

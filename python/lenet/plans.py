@@ -30,6 +30,8 @@ def describe_plans(executor: Any, model: Any, device: str, options: dict) -> dic
                 "capacity": plan["capacity"],
                 "execution": stream.get("execution"),
                 "why": stream.get("why", ""),
+                "transfer": stream.get("transfer"),
+                "transfer_why": stream.get("transfer_why", ""),
                 "kernels": "network" if plan["whole_network"] else "steps",
                 "kernels_why": plan["why"],
             }
@@ -49,3 +51,25 @@ def describe_plans(executor: Any, model: Any, device: str, options: dict) -> dic
                 }
             )
     return out
+
+
+def describe_lines(d: dict) -> list:
+    """``describe()``'s dictionary as the lines ``Engine.summary`` prints."""
+    lines = []
+    for plan in d["plans"]:
+        if plan["execution"]:
+            lines.append(f"batch capacity {plan['capacity']}: {plan['execution']} ({plan['why']})")
+        if plan["kernels"] == "network" or plan["kernels_why"]:  # on CUDA: the fused kernel, or why not
+            lines.append(f"  kernels: {plan['kernels']} ({plan['kernels_why'] or 'one for the whole network'})")
+        if plan.get("transfer"):  # on CUDA
+            lines.append(f"  transfer: {plan['transfer']} ({plan['transfer_why']})")
+    for s in d["steps"]:
+        keys = ("algorithm", "math", "fused", "workspace_bytes", "program")
+        facts = [f"{k}={s[k]}" for k in keys if s.get(k) is not None]
+        if facts:
+            lines.append(
+                f"  {s['op']:<12} {s['layers']:<24} "
+                + ", ".join(facts)
+                + (f" ({s['fusion']})" if s.get("fusion") else "")
+            )
+    return lines

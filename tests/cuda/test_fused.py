@@ -315,8 +315,8 @@ def test_activations_too_large_for_shared_memory_say_so():
 
 
 def test_cuda_path_is_checked_on_every_device():
-    with pytest.raises(lenet.InputError, match="cuda_path must be 'auto', 'fused' or 'library'"):
-        lenet.Engine("lenet5", device="cpu", cuda_path="fast")
+    with pytest.raises(lenet.InputError, match="cuda_path must be 'auto', 'fused', 'library' or 'fast'"):
+        lenet.Engine("lenet5", device="cpu", cuda_path="faster")
 
 
 def test_describe_says_which_kernels_a_cpu_plan_runs():
@@ -383,3 +383,52 @@ def test_describe_names_the_fused_kernel(mnist_test):
         eng.predict_proba(np.zeros((1, 28, 28, 1), np.float32))
         plan = eng.describe()["plans"][0]
     assert plan["kernels"] == "steps" and "multiply-adds per image" in plan["kernels_why"], plan
+
+
+# ---- cuda_path="fast": row-blocked convolutions (no GPU needed) ---------------------------
+
+
+@built
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_row_blocked_convolutions_give_the_verified_kernels_bits(name):
+    """cuda_path="fast" at one image a block: each thread 4 adjacent outputs of a conv row
+    (kernel widths 3 and 5, horizontal stride and dilation 1); columns outside the image as
+    zeros. The same sums in the same order as the verified kernel's, so the same bits."""
+    shape, _ = CASES[name]
+    net = _net(CASES[name])
+    fast = _native.cuda_module.fused_plan(net, 1, path="fast")
+    if not fast["fused"]:
+        pytest.skip(f"not on the fast path: {fast['why']}")
+    x = _f(5, *shape) if name != "rescaling" else RNG.integers(0, 256, (5, *shape)).astype(np.float32)
+    got = _emulate(net, x, 1, path="fast")
+    np.testing.assert_array_equal(got, _emulate(net, x, 1))
+    np.testing.assert_allclose(got, _cpu(net, x), atol=2e-5, rtol=2e-5)
+
+
+@built
+def test_which_convolutions_are_row_blocked():
+    plan = _native.cuda_module.fused_plan
+    for name in ("lenet5", "lenet-keras"):  # every conv 5x5, stride 1
+        net = lenet.load(name).network
+        convs = [op for op in plan(net, 1, path="fast")["ops"] if op["code"] == "conv"]
+        assert len(convs) == 2 and all(op["row_block"] == 4 for op in convs)
+        assert "(rows of 4)" in plan(net, 1, path="fast")["summary"]
+        # the verified paths, and tiles of several images (pooling inside the conv), are not
+        assert not any(op["row_block"] for op in plan(net, 1, path="fused")["ops"])
+        assert not any(op["row_block"] for op in plan(net, 4096, path="fast")["ops"])
+    cases = {"strided_rect": 4, "dilated": 0, "conv_pool_same": 4}  # (2, 3) with strides (2, 1); dilation 2
+    for case, block in cases.items():
+        ops = plan(_net(CASES[case]), 1, path="fast")["ops"]
+        assert [op["row_block"] for op in ops if op["code"] == "conv"] == [block], (case, ops)
+
+
+@built
+@pytest.mark.parametrize("name", ["lenet5", "lenet-keras"])
+def test_row_blocked_shipped_models_on_mnist(name, mnist_test):
+    px = mnist_test[0][:64]
+    engine = lenet.Engine(name, device="cpu", threads=1)
+    scale = float(engine.input_scale)
+    fast = _native.cuda_module.fused_emulate(engine.model.network, px.reshape(64, -1), 1, scale=scale, path="fast")
+    verified = _native.cuda_module.fused_emulate(engine.model.network, px.reshape(64, -1), 1, scale=scale)
+    np.testing.assert_array_equal(fast, verified)
+    assert np.abs(fast - engine.row_probabilities(px[..., None])).max() <= 1e-5

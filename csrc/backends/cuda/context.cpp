@@ -1,4 +1,6 @@
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "ops.h"
 
@@ -22,6 +24,37 @@ std::vector<float> download(Context& ctx, const float* device, size_t n) {
     LENET_CHECK(cudaStreamSynchronize(ctx.stream.get()));
     const float* p = static_cast<const float*>(staging.get());
     return std::vector<float>(p, p + n);
+}
+
+CompletionFlag::CompletionFlag(Context& ctx) : arrived_(device_alloc(sizeof(unsigned))), words_(mapped_alloc(64)) {
+    device_words_ = static_cast<unsigned*>(device_pointer(words_));
+    std::memset(words_.get(), 0, words_.bytes());
+    LENET_CHECK(cudaMemsetAsync(arrived_.get(), 0, sizeof(unsigned), ctx.stream.get()));
+    LENET_CHECK(cudaStreamSynchronize(ctx.stream.get()));
+}
+
+Completion CompletionFlag::next() {
+    if (++seq_ == 0) seq_ = 1;  // 0 is the flag before any call
+    unsigned* host = static_cast<unsigned*>(words_.get());
+    __atomic_store_n(host + 1, seq_, __ATOMIC_RELEASE);
+    return signal();
+}
+
+void CompletionFlag::wait(cudaStream_t s) const {
+    const auto* flag = static_cast<const uint32_t*>(words_.get());
+    const auto start = std::chrono::steady_clock::now();
+    wait_for_flag(
+        [flag] { return read_flag(flag); }, seq_,
+        [s](std::string* error) {
+            const cudaError_t e = cudaStreamQuery(s);
+            if (e == cudaErrorNotReady) return StreamState::running;
+            if (e == cudaSuccess) return StreamState::idle;
+            (void)cudaGetLastError();
+            *error = "cudaStreamQuery, waiting for a call's completion flag: " + error_text(e);
+            return StreamState::failed;
+        },
+        [start] { return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count(); },
+        [] { std::this_thread::yield(); });
 }
 
 void Prepad::init(Context& ctx, const StepPlan& p) {

@@ -38,6 +38,7 @@ public:
         ctx_.path = options.cuda_path;
         ctx_.allow_tf32 = options.allow_tf32;
         ctx_.graphs = options.cuda_graphs;
+        ctx_.host_threads = options.threads;
         const char* fault = std::getenv("LENET_CUDA_TEST_CAPTURE_FAULT");
         ctx_.capture_fault = fault && *fault && std::string(fault) != "0";
         cudaStream_t stream = nullptr;
@@ -114,7 +115,8 @@ public:
         return make_network_kernel(ctx_, steps, constants, capacity, why);
     }
     bool takes_pixels() const override { return true; }
-    // "auto": the fused kernel only where it is measured faster than cuDNN + cuBLAS.
+    // "auto": the fused kernel only where it is measured faster than cuDNN + cuBLAS
+    // ("fast" takes it wherever auto's size rule does: its transfers are built for it).
     bool time_paths() const override { return ctx_.path == "auto"; }
 
     Buffer alloc(size_t floats) override {
@@ -123,8 +125,21 @@ public:
     }
 
     std::unique_ptr<Stream> stream(int capacity, int64_t input_size, int64_t output_size) override {
+        std::lock_guard<std::mutex> lock(ctx_.mutex);
         return make_graph_stream(ctx_, capacity, input_size, output_size);
     }
+
+    std::unique_ptr<Stream> network_stream(Kernel& whole, int capacity, int64_t input_size,
+                                           int64_t output_size) override {
+        if (ctx_.path == "fast")
+            if (const auto launch = fused_launch_of(whole)) {
+                std::lock_guard<std::mutex> lock(ctx_.mutex);
+                return make_direct_stream(ctx_, *launch, capacity, input_size, output_size);
+            }
+        return stream(capacity, input_size, output_size);
+    }
+
+    std::shared_ptr<void> host_buffer(size_t bytes) override { return cuda::host_buffer(bytes); }
 
 private:
     Context ctx_;

@@ -2,6 +2,7 @@
 
 #include "../nchw/elementwise.h"
 #include "../quantize_math.h"
+#include "completion.h"
 #include "elementwise.cuh"
 
 namespace lenet::cuda {
@@ -122,6 +123,13 @@ __global__ void scale_pixels(const uint8_t* x, float* y, int64_t count, float sc
     LENET_FOR_EACH(i, count) y[i] = __fmul_rn(float(x[i]), scale);  // never contracted: the host's product
 }
 
+__global__ void copy_values(const float* x, float* y, int64_t count) { LENET_FOR_EACH(i, count) y[i] = x[i]; }
+
+__global__ void finish(const float* x, float* y, int64_t count, Completion done, const unsigned* request) {
+    LENET_FOR_EACH(i, count) y[i] = x[i];
+    signal_block_done(done, request);
+}
+
 __global__ void resize(const float* x, float* y, int64_t count, Dims in, Dims out, Pads crop, bool nearest) {
     LENET_FOR_EACH(i, count) y[i] = nchw::resize(x, i, in, out, crop, nearest);
 }
@@ -130,6 +138,15 @@ __global__ void resize(const float* x, float* y, int64_t count, Dims in, Dims ou
 
 void launch_scale_pixels(const uint8_t* x, float* y, int64_t count, float scale, cudaStream_t s) {
     if (count) scale_pixels<<<blocks(count), kThreads, 0, s>>>(x, y, count, scale);
+}
+
+void launch_copy(const float* x, float* y, int64_t count, cudaStream_t s) {
+    if (count) copy_values<<<blocks(count), kThreads, 0, s>>>(x, y, count);
+}
+
+void launch_finish(const float* x, float* y, int64_t count, const Completion& done, const unsigned* request,
+                   cudaStream_t s) {
+    finish<<<std::max(blocks(count), 1u), kThreads, 0, s>>>(x, y, count, done, request);
 }
 
 void launch_bias_act(float* y, const float* bias, int64_t count, int channels, int inner, const Activation& act,

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "../../net/network.h"
+#include "completion.h"
 
 namespace lenet::cuda {
 
@@ -19,6 +20,12 @@ void launch_bias_act(float* y, const float* bias, int64_t count, int channels, i
 // y[i] = float(x[i]) * scale: uint8 pixels uploaded as bytes, scaled on the device
 // into the float32 values the host's float(p) * scale gives.
 void launch_scale_pixels(const uint8_t* x, float* y, int64_t count, float scale, cudaStream_t s);
+// y[i] = x[i]: a call's input read in from mapped pinned memory (transfer.h, mapped).
+void launch_copy(const float* x, float* y, int64_t count, cudaStream_t s);
+// y[i] = x[i] into mapped pinned memory, then the completion flag of `done` raised with
+// the number the host wrote at `request` (a graph's arguments cannot change per call).
+void launch_finish(const float* x, float* y, int64_t count, const Completion& done, const unsigned* request,
+                   cudaStream_t s);
 // y[i] = act(x[i]).
 void launch_activation(const float* x, float* y, int64_t count, const Activation& act, cudaStream_t s);
 // y[i] = x[i] * scale[c] + shift[c], c = (i / inner) % channels (Rescaling, Normalization, batch norm).

@@ -7,12 +7,9 @@
 namespace lenet::cuda::fused {
 namespace {
 
-// One image a block: 1024 threads share its work (small batches); a tile of several:
-// 256 threads, the registers for the tile's sums.
 template <int IPB>
-__global__ void __launch_bounds__(IPB == 1 ? 1024 : 256)
-    forward(const Op* __restrict__ ops, int op_count, Tile tile, const float* values, const uint8_t* pixels,
-            float scale, float* y, int n) {
+__device__ void run_tile(const Op* __restrict__ ops, int op_count, const Tile& tile, const float* values,
+                         const uint8_t* pixels, float scale, float* y, int n, const Completion& done) {
     extern __shared__ float smem[];
     const int first = blockIdx.x * IPB;
     const int count = min(IPB, n - first);
@@ -29,37 +26,108 @@ __global__ void __launch_bounds__(IPB == 1 ? 1024 : 256)
         }
     }
     store_tile(tile, smem, y + int64_t(first) * tile.output_size, count, threadIdx.x, blockDim.x);
+    signal_block_done(done);
+}
+
+// One image a block: 1024 threads share its work (small batches); a tile of several:
+// 256 threads, the registers for the tile's sums.
+template <int IPB>
+__global__ void __launch_bounds__(IPB == 1 ? 1024 : 256)
+    forward(const Op* __restrict__ ops, int op_count, Tile tile, const float* values, const uint8_t* pixels,
+            float scale, float* y, int n, Completion done) {
+    run_tile<IPB>(ops, op_count, tile, values, pixels, scale, y, n, done);
+}
+
+// The input as the launch's own parameter (transfer.h, "parameter"): no copy command
+// before the kernel. __grid_constant__: read in place, never copied per thread.
+template <int Bytes>
+struct Blob {
+    alignas(16) unsigned char b[Bytes];
+};
+constexpr int kLargestBlob = kParameterBlobs[sizeof(kParameterBlobs) / sizeof(int) - 1];
+// CUDA 12.1+ (Volta and later) takes 32,764 bytes of parameters; the blob's neighbours
+// (ops, op_count, tile, pixels, scale, y, n, done) take well under the margin.
+static_assert(sizeof(Blob<kLargestBlob>) + sizeof(Tile) + sizeof(Completion) + 64 <= 32764,
+              "the fused kernel's parameters must stay within CUDA's 32,764 bytes");
+
+template <int Bytes>
+__global__ void __launch_bounds__(1024)
+    forward_parameter(const Op* __restrict__ ops, int op_count, Tile tile, const __grid_constant__ Blob<Bytes> x,
+                      bool pixels, float scale, float* y, int n, Completion done) {
+    run_tile<1>(ops, op_count, tile, pixels ? nullptr : reinterpret_cast<const float*>(x.b), pixels ? x.b : nullptr,
+                scale, y, n, done);
 }
 
 template <int IPB>
 cudaError_t launch_tiles(const Op* ops, int op_count, const Tile& tile, int threads, int shared_bytes,
-                         const float* values, const uint8_t* pixels, float scale, float* y, int n,
-                         cudaStream_t stream) {
+                         const float* values, const uint8_t* pixels, float scale, float* y, int n, cudaStream_t stream,
+                         const Completion& done) {
     const unsigned blocks = unsigned((n + IPB - 1) / IPB);
-    forward<IPB><<<blocks, threads, shared_bytes, stream>>>(ops, op_count, tile, values, pixels, scale, y, n);
+    forward<IPB><<<blocks, threads, shared_bytes, stream>>>(ops, op_count, tile, values, pixels, scale, y, n, done);
+    return cudaGetLastError();
+}
+
+template <int Bytes>
+cudaError_t launch_blob(const Op* ops, int op_count, const Tile& tile, int threads, int shared_bytes, const void* blob,
+                        bool pixels, float scale, float* y, int n, cudaStream_t stream, const Completion& done) {
+    forward_parameter<Bytes><<<unsigned(n), threads, shared_bytes, stream>>>(
+        ops, op_count, tile, *static_cast<const Blob<Bytes>*>(blob), pixels, scale, y, n, done);
     return cudaGetLastError();
 }
 
 }  // namespace
 
 cudaError_t allow_shared_memory(int images, int shared_bytes) {
+    const cudaFuncAttribute a = cudaFuncAttributeMaxDynamicSharedMemorySize;
     switch (images) {
-        case 1: return cudaFuncSetAttribute(forward<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes);
-        case 2: return cudaFuncSetAttribute(forward<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes);
-        case 4: return cudaFuncSetAttribute(forward<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes);
-        case 8: return cudaFuncSetAttribute(forward<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes);
+        case 1:
+            for (cudaError_t e : {cudaFuncSetAttribute(forward_parameter<kParameterBlobs[0]>, a, shared_bytes),
+                                  cudaFuncSetAttribute(forward_parameter<kParameterBlobs[1]>, a, shared_bytes),
+                                  cudaFuncSetAttribute(forward_parameter<kParameterBlobs[2]>, a, shared_bytes)})
+                if (e != cudaSuccess) return e;
+            return cudaFuncSetAttribute(forward<1>, a, shared_bytes);
+        case 2: return cudaFuncSetAttribute(forward<2>, a, shared_bytes);
+        case 4: return cudaFuncSetAttribute(forward<4>, a, shared_bytes);
+        case 8: return cudaFuncSetAttribute(forward<8>, a, shared_bytes);
     }
     return cudaErrorInvalidValue;
 }
 
 cudaError_t launch(const Op* ops, int op_count, const Tile& tile, int threads, int shared_bytes, const float* values,
-                   const uint8_t* pixels, float scale, float* y, int n, cudaStream_t stream) {
+                   const uint8_t* pixels, float scale, float* y, int n, cudaStream_t stream, const Completion& done) {
     if (n <= 0) return cudaSuccess;
     switch (tile.images) {
-        case 1: return launch_tiles<1>(ops, op_count, tile, threads, shared_bytes, values, pixels, scale, y, n, stream);
-        case 2: return launch_tiles<2>(ops, op_count, tile, threads, shared_bytes, values, pixels, scale, y, n, stream);
-        case 4: return launch_tiles<4>(ops, op_count, tile, threads, shared_bytes, values, pixels, scale, y, n, stream);
-        case 8: return launch_tiles<8>(ops, op_count, tile, threads, shared_bytes, values, pixels, scale, y, n, stream);
+        case 1:
+            return launch_tiles<1>(ops, op_count, tile, threads, shared_bytes, values, pixels, scale, y, n, stream,
+                                   done);
+        case 2:
+            return launch_tiles<2>(ops, op_count, tile, threads, shared_bytes, values, pixels, scale, y, n, stream,
+                                   done);
+        case 4:
+            return launch_tiles<4>(ops, op_count, tile, threads, shared_bytes, values, pixels, scale, y, n, stream,
+                                   done);
+        case 8:
+            return launch_tiles<8>(ops, op_count, tile, threads, shared_bytes, values, pixels, scale, y, n, stream,
+                                   done);
+    }
+    return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_parameter(const Op* ops, int op_count, const Tile& tile, int threads, int shared_bytes,
+                             const void* blob, int blob_bytes, bool pixels, float scale, float* y, int n,
+                             cudaStream_t stream, const Completion& done) {
+    if (n <= 0) return cudaSuccess;
+    if (tile.images != 1) return cudaErrorInvalidValue;  // one image a block: blockIdx.x is the image
+    switch (blob_bytes) {
+        case kParameterBlobs[0]:
+            return launch_blob<kParameterBlobs[0]>(ops, op_count, tile, threads, shared_bytes, blob, pixels, scale, y,
+                                                   n, stream, done);
+        case kParameterBlobs[1]:
+            return launch_blob<kParameterBlobs[1]>(ops, op_count, tile, threads, shared_bytes, blob, pixels, scale, y,
+                                                   n, stream, done);
+        case kParameterBlobs[2]:
+            return launch_blob<kParameterBlobs[2]>(ops, op_count, tile, threads, shared_bytes, blob, pixels, scale, y,
+                                                   n, stream, done);
     }
     return cudaErrorInvalidValue;
 }

@@ -2,6 +2,7 @@
 // is planned and its ops uploaded once per plan, then each call is one launch.
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "fused.cuh"
 #include "ops.h"
@@ -11,6 +12,11 @@ namespace {
 
 class FusedKernel : public Kernel {
 public:
+    FusedLaunch launch() const {
+        return {static_cast<const fused::Op*>(ops_.get()), int(program_.ops.size()), program_.tile, program_.threads,
+                shared_bytes_};
+    }
+
     FusedKernel(Context& ctx, fused::Program program) : ctx_(ctx), program_(std::move(program)) {
         shared_bytes_ = program_.shared_floats * int(sizeof(float));
         LENET_CHECK(fused::allow_shared_memory(program_.tile.images, shared_bytes_));
@@ -42,6 +48,11 @@ private:
 
 }  // namespace
 
+std::optional<FusedLaunch> fused_launch_of(const Kernel& k) {
+    if (const auto* fused = dynamic_cast<const FusedKernel*>(&k)) return fused->launch();
+    return std::nullopt;
+}
+
 std::unique_ptr<Kernel> make_network_kernel(Context& ctx, const std::vector<Step>& steps,
                                             const std::vector<const StepConstants*>& constants, int capacity,
                                             std::string* why) {
@@ -51,6 +62,7 @@ std::unique_ptr<Kernel> make_network_kernel(Context& ctx, const std::vector<Step
     }
     fused::Limits limits;
     limits.shared_bytes = ctx.shared_optin;
+    limits.row_blocks = ctx.path == "fast";  // the verified paths keep the verified kernel
     if (ctx.path == "fused") {  // wherever it can run, whatever its speed
         limits.max_macs = std::numeric_limits<int64_t>::max();
         limits.max_weight_bytes = std::numeric_limits<int64_t>::max();

@@ -174,6 +174,9 @@ Program plan_program(const std::vector<Step>& steps, int capacity, int min_block
         op.splits = op.code == Code::dense ? splits_of(op, threads) : 1;
         op.scratch_base = sc;
         if (op.code == Code::conv && op.weight_count() + op.out_c <= kMaxStagedFloats) op.staged = weights_at;
+        if (limits.row_blocks && ipb == 1 && op.code == Code::conv && op.pool_kh == 0 && op.sw == 1 && op.dw == 1 &&
+            (op.kw == 3 || op.kw == 5))
+            op.row_block = kRowBlock;
     }
     p.ops = std::move(ops);
     p.threads = threads;
@@ -209,6 +212,7 @@ std::string Program::summary() const {
         if (!s.empty()) s += ", ";
         s += to_string(op.code);
         if (op.code == Code::conv && op.pool_kh) s += "+max_pool";
+        if (op.row_block) s += " (rows of " + std::to_string(op.row_block) + ")";
         if (op.code != Code::softmax && op.code != Code::activation && op.code != Code::affine) {
             s += " " + std::to_string(op.out_c);
             if (op.out_h * op.out_w > 1) s += "x" + std::to_string(op.out_h) + "x" + std::to_string(op.out_w);
@@ -222,9 +226,11 @@ std::string Program::summary() const {
 namespace {
 
 template <int IPB>
-void emulate_tiles(const Program& p, const float* values, const uint8_t* pixels, float scale, float* y, int n) {
+void emulate_tiles(const Program& p, const float* values, const uint8_t* pixels, float scale, float* y, int n,
+                   const Completion& done) {
     std::vector<float> smem(size_t(p.shared_floats));
     const Tile& t = p.tile;
+    const unsigned blocks = unsigned((n + IPB - 1) / IPB);
     for (int first = 0; first < n; first += IPB) {
         const int count = std::min(IPB, n - first);
         std::fill(smem.begin(), smem.end(), std::nanf(""));  // nothing may read what no phase wrote
@@ -237,17 +243,19 @@ void emulate_tiles(const Program& p, const float* values, const uint8_t* pixels,
                 for (int tid = 0; tid < p.threads; ++tid) run_phase<IPB>(op, phase, smem.data(), tid, p.threads);
         for (int tid = 0; tid < p.threads; ++tid)
             store_tile(t, smem.data(), y + int64_t(first) * t.output_size, count, tid, p.threads);
+        if (done.flag) block_done(done, blocks);
     }
 }
 
 }  // namespace
 
-void emulate(const Program& p, const float* values, const uint8_t* pixels, float scale, float* y, int n) {
+void emulate(const Program& p, const float* values, const uint8_t* pixels, float scale, float* y, int n,
+             const Completion& done) {
     switch (p.tile.images) {
-        case 1: return emulate_tiles<1>(p, values, pixels, scale, y, n);
-        case 2: return emulate_tiles<2>(p, values, pixels, scale, y, n);
-        case 4: return emulate_tiles<4>(p, values, pixels, scale, y, n);
-        case 8: return emulate_tiles<8>(p, values, pixels, scale, y, n);
+        case 1: return emulate_tiles<1>(p, values, pixels, scale, y, n, done);
+        case 2: return emulate_tiles<2>(p, values, pixels, scale, y, n, done);
+        case 4: return emulate_tiles<4>(p, values, pixels, scale, y, n, done);
+        case 8: return emulate_tiles<8>(p, values, pixels, scale, y, n, done);
     }
     throw InputError("fused program: " + std::to_string(p.tile.images) + " images a block is not 1, 2, 4 or 8");
 }

@@ -24,13 +24,16 @@
 
 #include "../../net/network.h"
 #include "../activation_math.h"
+#include "completion.h"
 
 #if defined(__CUDACC__)
 #define LENET_FUSED_FN __host__ __device__ inline
 #define LENET_UNROLL4 _Pragma("unroll 4")
+#define LENET_UNROLL _Pragma("unroll")
 #else
 #define LENET_FUSED_FN inline
 #define LENET_UNROLL4
+#define LENET_UNROLL
 #endif
 
 namespace lenet::cuda::fused {
@@ -58,6 +61,9 @@ struct Op {
     // phase (-1: read from global memory), so that the inner loop waits on shared
     // memory's latency, not L2's.
     int staged = -1;
+    // conv, one image a block (cuda_path "fast"): each thread computes this many adjacent
+    // outputs of a row (conv_rows), 0 when it computes one.
+    int row_block = 0;
     int step = -1;  // the step whose constants it uses (the convolution of a fused conv + pool)
     LENET_FUSED_FN int phases() const {
         return (code == Code::dense && splits > 1) || (code == Code::conv && staged >= 0) ? 2 : 1;
@@ -87,7 +93,11 @@ struct Limits {
     int shared_bytes = 227 * 1024;      // usable shared memory per block (cudaDevAttrMaxSharedMemoryPerBlockOptin)
     int64_t max_macs = 2'000'000;       // multiply-adds per image (see fused_plan)
     int64_t max_weight_bytes = 2 << 20;  // all constants
+    bool row_blocks = false;             // conv rows of kRowBlock outputs a thread (cuda_path "fast")
 };
+
+// Outputs of a row a thread computes in a row-blocked convolution (conv_rows).
+constexpr int kRowBlock = 4;
 
 // The program for `steps` (weights and biases unset: the caller points them at
 // its copies), or an empty `ops` with `why` saying what keeps the network off the
@@ -105,6 +115,47 @@ struct Limits {
 // conv position is then a thread's work.
 Program fused_plan(const std::vector<Step>& steps, int capacity, int min_blocks, const Limits& limits,
                    std::string* why);
+
+// A convolution of one image, each thread kRowBlock adjacent outputs of a row (cuda_path
+// "fast", horizontal stride and dilation 1, KW wide): a kernel row's KW + 3 inputs are
+// loaded once for the 4 outputs and its KW weights once for them, 0.65 shared-memory loads
+// a multiply-add instead of 2, and the taps' loop is unrolled whole. Columns outside the
+// image load as zeros: their products add +0, which leaves every sum as skipping them
+// does (a sum from +0 is never -0), so the answers are the other form's to the bit.
+template <int KW>
+LENET_FUSED_FN void conv_rows(const Op& op, const float* in, float* out, const float* weights, const float* bias,
+                              int tid, int threads) {
+    constexpr int R = kRowBlock, X = R + KW - 1;
+    const int groups = (op.out_w + R - 1) / R, plane = op.out_h * op.out_w;
+    const int tasks = op.out_c * op.out_h * groups, in_plane = op.in_h * op.in_w, taps = op.kh * KW;
+    for (int t = tid; t < tasks; t += threads) {
+        const int oc = t / (op.out_h * groups), oy = t / groups % op.out_h, ox0 = t % groups * R;
+        const float* w_oc = weights + oc * op.in_c * taps;
+        const int y0 = oy * op.sh - op.pad_top, x0 = ox0 - op.pad_left;
+        int ky0 = 0, ky1 = op.kh;
+        while (ky0 < ky1 && y0 + ky0 * op.dh < 0) ++ky0;
+        while (ky1 > ky0 && y0 + (ky1 - 1) * op.dh >= op.in_h) --ky1;
+        float acc[R];
+        for (int r = 0; r < R; ++r) acc[r] = 0.f;
+        for (int ic = 0; ic < op.in_c; ++ic)
+            for (int ky = ky0; ky < ky1; ++ky) {
+                const float* xr = in + ic * in_plane + (y0 + ky * op.dh) * op.in_w;
+                const float* wr = w_oc + ic * taps + ky * KW;
+                float xv[X];
+                LENET_UNROLL
+                for (int j = 0; j < X; ++j) xv[j] = x0 + j >= 0 && x0 + j < op.in_w ? xr[x0 + j] : 0.f;
+                LENET_UNROLL
+                for (int kx = 0; kx < KW; ++kx) {
+                    const float w = wr[kx];
+                    LENET_UNROLL
+                    for (int r = 0; r < R; ++r) acc[r] = fmaf(xv[r + kx], w, acc[r]);
+                }
+            }
+        const float b = bias[oc];
+        for (int r = 0; r < R && ox0 + r < op.out_w; ++r)
+            out[oc * plane + oy * op.out_w + ox0 + r] = activate(op.act, acc[r] + b);
+    }
+}
 
 // The phase `phase` of `op` for thread `tid` of `threads`, over a tile of IPB
 // images in shared memory `smem`. Every weight a thread reads serves the IPB
@@ -127,6 +178,13 @@ LENET_FUSED_FN void run_phase(const Op& op, int phase, float* smem, int tid, int
                 }
                 weights = smem + op.staged;
                 bias = weights + count;
+            }
+            if (IPB == 1 && op.row_block) {
+                if (op.kw == 5)
+                    conv_rows<5>(op, in, out, weights, bias, tid, threads);
+                else
+                    conv_rows<3>(op, in, out, weights, bias, tid, threads);
+                break;
             }
             const bool pooled = op.pool_kh > 0;
             const int plane = op.out_h * op.out_w, total = op.out_c * plane;
@@ -301,8 +359,10 @@ LENET_FUSED_FN void store_tile(const Tile& t, const float* smem, float* y, int c
 }
 
 // The kernel's work on the host: every block of `n` images, each phase run for
-// every thread index before the next (what the kernel's barriers guarantee).
+// every thread index before the next (what the kernel's barriers guarantee), each
+// block counted in `done` after its answers are stored, as the kernel does.
 // Weights and biases are host pointers here. For tests.
-void emulate(const Program& p, const float* values, const uint8_t* pixels, float scale, float* y, int n);
+void emulate(const Program& p, const float* values, const uint8_t* pixels, float scale, float* y, int n,
+             const Completion& done = {});
 
 }  // namespace lenet::cuda::fused

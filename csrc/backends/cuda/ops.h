@@ -4,14 +4,19 @@
 // pointwise.cpp, tensor.cpp; stream.cpp for the per-plan stream and graph).
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "../../support/thread_pool.h"
 #include "../backend.h"
+#include "fused_program.h"
 #include "planner.h"
 #include "resources.h"
+#include "transfer.h"
 
 namespace lenet::cuda {
 
@@ -34,14 +39,25 @@ struct Context {
     CudnnHandle cudnn;
     CublasHandle cublas;
     std::mutex mutex;  // one call (or one planning) at a time on the handles and the stream
+    int host_threads = 1;  // BackendOptions::threads: the most the host's copies may use
+
+    // Threads for the host's copies of a large batch (transfer.h, chunked), made on first use.
+    ThreadPool* copy_pool() {
+        if (!copy_pool_ && host_threads > 1) copy_pool_ = std::make_unique<ThreadPool>(std::min(host_threads, 8) - 1);
+        return copy_pool_.get();
+    }
 
     ~Context() {
         if (stream) (void)cudaStreamSynchronize(stream.get());
+        copy_pool_.reset();
         cublas.reset();
         cudnn.reset();
         cublas_workspace.reset();
         stream.reset();
     }
+
+private:
+    std::unique_ptr<ThreadPool> copy_pool_;
 };
 
 // A step's constants on the device (nchw::constants' forms), and the bias on the host
@@ -59,6 +75,28 @@ std::string error_text(cudaError_t e);
 DeviceMemory upload(Context& ctx, const std::vector<float>& host);
 // n floats of device memory to the host (synchronizes the engine's stream).
 std::vector<float> download(Context& ctx, const float* device, size_t n);
+
+// The completion flag of one stream's launches (completion.h): the host spins on it
+// instead of synchronizing the stream (transfer.h's wait_for_flag).
+class CompletionFlag {
+public:
+    explicit CompletionFlag(Context& ctx);
+    // The next call's completion. Its number is also written to request(), where a
+    // kernel captured in a graph reads it (a graph's arguments are fixed).
+    Completion next();
+    const unsigned* request() const { return device_words_ + 1; }
+    // The current call's completion (the number next() gave).
+    Completion signal() const { return {static_cast<unsigned*>(arrived_.get()), device_words_, seq_}; }
+    // Until the flag reads the last next()'s number; asks `s` now and then whether it
+    // failed (CudaError with the stream's error then).
+    void wait(cudaStream_t s) const;
+
+private:
+    DeviceMemory arrived_;
+    PinnedMemory words_;  // mapped: [0] the flag, [1] the request
+    unsigned* device_words_ = nullptr;
+    unsigned seq_ = 0;
+};
 
 // The pre-padded copy of a kernel's input (see planner.h), filled once with the pad value.
 struct Prepad {
@@ -83,7 +121,22 @@ std::unique_ptr<Kernel> make_network_kernel(Context& ctx, const std::vector<Step
                                             const std::vector<const StepConstants*>& constants, int capacity,
                                             std::string* why);
 
-// Pinned staging, device input/output and the captured graph of one plan.
+// What launching the fused kernel of a plan takes (fused.cuh), or nothing when `k` is
+// not the fused kernel.
+struct FusedLaunch {
+    const fused::Op* ops = nullptr;  // device memory
+    int op_count = 0;
+    fused::Tile tile;
+    int threads = 0, shared_bytes = 0;
+};
+std::optional<FusedLaunch> fused_launch_of(const Kernel& k);
+
+// A plan of layers' stream: its input's transfer (transfer.h: staged, or mapped on
+// cuda_path='fast' where small), device input/output and the captured graph.
 std::unique_ptr<Stream> make_graph_stream(Context& ctx, int capacity, int64_t input_size, int64_t output_size);
+// The fused kernel's stream on cuda_path='fast': it launches the kernel itself, with
+// the transfer transfer.h chooses per kind of input (parameter, mapped or chunked).
+std::unique_ptr<Stream> make_direct_stream(Context& ctx, const FusedLaunch& fused, int capacity, int64_t input_size,
+                                           int64_t output_size);
 
 }  // namespace lenet::cuda

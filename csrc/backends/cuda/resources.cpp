@@ -1,5 +1,7 @@
 #include "resources.h"
 
+#include "transfer.h"
+
 namespace lenet::cuda {
 namespace {
 
@@ -35,5 +37,38 @@ PinnedMemory pinned_alloc(size_t bytes) {
     g_pinned_bytes += int64_t(bytes);
     return PinnedMemory({p, bytes, Allocation::pinned});
 }
+
+PinnedMemory mapped_alloc(size_t bytes) {
+    bytes = bytes ? bytes : 16;
+    void* p = nullptr;
+    LENET_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocMapped));
+    g_pinned_bytes += int64_t(bytes);
+    return PinnedMemory({p, bytes, Allocation::pinned});
+}
+
+void* device_pointer(const PinnedMemory& mapped) {
+    void* d = nullptr;
+    LENET_CHECK(cudaHostGetDevicePointer(&d, mapped.get(), 0));
+    return d;
+}
+
+namespace {
+
+HostBuffers g_buffers;  // what host_buffer handed out and is still owned
+
+}  // namespace
+
+std::shared_ptr<void> host_buffer(size_t bytes) {
+    PinnedMemory m = mapped_alloc(bytes);
+    const void* device = device_pointer(m);
+    const Allocation a = m.release_ownership();
+    g_buffers.add(a.p, a.bytes, device);
+    return std::shared_ptr<void>(a.p, [a](void*) {
+        g_buffers.remove(a.p);
+        release(a);
+    });
+}
+
+const void* find_host_buffer(const void* p, size_t bytes) { return g_buffers.find(p, bytes); }
 
 }  // namespace lenet::cuda

@@ -29,6 +29,7 @@ using CublasHandle = Owned<cublasHandle_t, lib::cublasDestroy_v2>;
 using StreamHandle = Owned<cudaStream_t, cudaStreamDestroy>;
 using GraphHandle = Owned<cudaGraph_t, cudaGraphDestroy>;
 using GraphExec = Owned<cudaGraphExec_t, cudaGraphExecDestroy>;
+using EventHandle = Owned<cudaEvent_t, cudaEventDestroy>;
 using TensorDesc = Owned<cudnnTensorDescriptor_t, lib::cudnnDestroyTensorDescriptor>;
 using FilterDesc = Owned<cudnnFilterDescriptor_t, lib::cudnnDestroyFilterDescriptor>;
 using ConvDesc = Owned<cudnnConvolutionDescriptor_t, lib::cudnnDestroyConvolutionDescriptor>;
@@ -89,6 +90,17 @@ using PinnedMemory = Memory;
 
 DeviceMemory device_alloc(size_t bytes);
 PinnedMemory pinned_alloc(size_t bytes);
+// Pinned memory the GPU addresses too (cudaHostAllocMapped): a kernel reads or writes
+// it over PCIe, no copy command between. Its device address: device_pointer.
+PinnedMemory mapped_alloc(size_t bytes);
+void* device_pointer(const PinnedMemory& mapped);
+
+// Mapped pinned buffers handed out to callers (Engine.input_buffer): the memory lives
+// while the returned pointer has an owner, whatever became of the engine that made it.
+// A stream given an input inside one reads it where it is, with no copy of its own.
+std::shared_ptr<void> host_buffer(size_t bytes);
+// The device address of [p, p + bytes) when that lies inside a live host_buffer, else null.
+const void* find_host_buffer(const void* p, size_t bytes);
 
 template <typename Desc, auto Create>
 Desc create() {

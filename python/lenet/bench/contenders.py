@@ -177,6 +177,20 @@ def _lenet_cpp(ctx):
     return Harness("lenet-cpp", ctx, None, [], None, {})
 
 
+@contender(
+    "lenet-cpp-cuda",
+    (),
+    "lenet from C++ on the GPU: lenet::Engine::predict_proba(x), device 'cuda' (the core loading the CUDA "
+    "backend's library), timed by the C++ harness in its own process",
+    device="cuda",
+    process="cpp",
+)
+def _lenet_cpp_cuda(ctx):
+    from .harness import Harness
+
+    return Harness("lenet-cpp-cuda", ctx, None, [], None, {})
+
+
 @contender("lenet-cpu", (), "lenet Engine.predict_proba(x), CPU (direct kernels for this CPU's instruction set)")
 def _lenet_cpu(ctx):
     return _engine(ctx, "cpu", False)
@@ -253,12 +267,23 @@ def _lenet_cuda_fused(ctx):
     return _engine(ctx, "cuda", False, cuda_path="fused")
 
 
-def _pixel_rows(ctx: Ctx, device: str) -> Callable:
+@contender(
+    "lenet-cuda-fast",
+    (),
+    "lenet Engine(cuda_path='fast').predict_proba(x), CUDA: the transfers not yet run on a GPU before "
+    "issue 52 (launch parameter, mapped memory, chunks over two streams)",
+    device="cuda",
+)
+def _lenet_cuda_fast(ctx):
+    return _engine(ctx, "cuda", False, cuda_path="fast")
+
+
+def _pixel_rows(ctx: Ctx, device: str, cuda_path: str = "auto") -> Callable:
     """lenet.Engine.row_probabilities on the uint8 digits: the bytes go to the core as they
     are and, on CUDA, cross PCIe as bytes (a quarter of float32's) to be scaled there."""
     import lenet
 
-    engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads)
+    engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads, cuda_path=cuda_path)
     return lambda a: engine.row_probabilities(a.reshape((len(a),) + engine.image_shape))
 
 
@@ -271,6 +296,18 @@ def _pixel_rows(ctx: Ctx, device: str) -> Callable:
 )
 def _lenet_cuda_pixels(ctx):
     return _pixel_rows(ctx, "cuda")
+
+
+@contender(
+    "lenet-cuda-fast-pixels",
+    (),
+    "lenet Engine(cuda_path='fast').row_probabilities(uint8 digits), CUDA: bytes as the launch parameter, "
+    "from mapped memory or in chunks over two streams",
+    device="cuda",
+    takes="pixels",
+)
+def _lenet_cuda_fast_pixels(ctx):
+    return _pixel_rows(ctx, "cuda", "fast")
 
 
 @contender(
