@@ -1,16 +1,30 @@
-// What the public API (include/lenet/lenet.h) and the Python binding share below the
-// public header: an Executor made from EngineOptions, with the options checked once,
-// here, so that both say the same thing about a bad one.
+// What the C API (include/lenet/lenet_c.h) and the Python binding share below the public
+// headers: an Executor made from the same options, checked once, here, so that both say
+// the same thing about a bad one.
 #pragma once
 
 #include <memory>
+#include <string>
 
-#include "../../include/lenet/lenet.h"
 #include "../runtime/executor.h"
 
 namespace lenet::api {
 
-// `options.threads` must be 1..1024 here (0 is resolved by the caller).
-std::unique_ptr<Executor> executor_open(std::shared_ptr<const Network> network, const EngineOptions& options);
+// How an engine runs: lenet_options behind the C ABI, Python's Engine arguments.
+struct ExecutorOptions {
+    std::string device = "cpu";  // "cpu" or "cuda"
+    int threads = 0;             // 1..1024; 0: the CPUs this process may run on
+    std::string cpu_kernels = "auto";
+    bool allow_tf32 = false;
+    bool cuda_graphs = true;
+    std::string cuda_path = "auto";  // "auto", "fused", "library" or "fast"
+};
+
+// The CPUs this process may run on (its affinity mask), as Python's default_threads().
+int available_cpus();
+
+// An Executor for `network` on the backend `options` name (threads 0: available_cpus()).
+// InputError for a bad option, CudaError where the CUDA backend cannot be had.
+std::unique_ptr<Executor> executor_open(std::shared_ptr<const Network> network, ExecutorOptions options);
 
 }  // namespace lenet::api

@@ -181,11 +181,13 @@ struct BackendOptions {
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendOptions&)>;
+// A factory as a plain function: what a backend library hands over (provider.h).
+using BackendFactoryFunction = std::unique_ptr<Backend> (*)(const BackendOptions&);
 
-// The backend registry: "cpu" is always there; "cuda" is added by the _cuda
-// module when it is imported. make_backend throws InputError for an unknown name,
-// and CudaError for "cuda" when it is not registered.
-void register_backend(const std::string& name, BackendFactory factory);
+// The backend registry (registry.cpp): "cpu" is always there; "cuda" is added the first
+// time it is asked for, from its own library (provider.h). make_backend throws
+// InputError for an unknown name, and CudaError naming what is missing for "cuda" when
+// its library, the driver, cuDNN or cuBLAS cannot be had.
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options);
 bool backend_registered(const std::string& name);
 

@@ -2,9 +2,11 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <type_traits>
 
 #include "../api/executor_options.h"
+#include "../io/dark_ground.h"
 #include "../runtime/executor.h"
 #include "../support/errors.h"
 #include "bindings.h"
@@ -46,14 +48,50 @@ py::array_t<float> run(Executor& ex, const py::array_t<T, py::array::c_style>& x
     return y;
 }
 
+// infer's shortest way (python/lenet/engine.py, Engine._mnist_result): one uint8 image of
+// the model's input size in one call: the dark-ground check when asked, the probabilities,
+// and their argmax as NumPy's (the first maximum; the first NaN if any). None when the ground
+// is not dark; else (digit, probabilities), a read-only (classes,) array.
+py::object pixel_answer(Executor& ex, const py::array_t<uint8_t, py::array::c_style>& image, float scale,
+                        bool check_ground) {
+    const Network& net = ex.network();
+    int64_t size = 1;
+    for (auto v : net.input_shape()) size *= v;
+    if (image.ndim() < 2 || image.size() != size)
+        throw InputError("pixel_answer takes one uint8 image of the model's input size (" + std::to_string(size) +
+                         " pixels)");
+    if (check_ground) {
+        bool dark = false;
+        dark_ground(image.data(), 1, int(image.shape(0)), int(image.shape(1)), &dark);
+        if (!dark) return py::none();
+    }
+    const int64_t classes = net.output_size();
+    py::array_t<float> y(classes);
+    float* p = y.mutable_data();
+    {
+        py::gil_scoped_release release;
+        ex.run({nullptr, image.data(), scale}, p, 1, Executor::Output::probabilities);
+    }
+    int64_t digit = 0;
+    for (int64_t i = 0; i < classes; ++i) {
+        if (std::isnan(p[i])) {
+            digit = i;
+            break;
+        }
+        if (p[i] > p[digit]) digit = i;
+    }
+    py::detail::array_proxy(y.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+    return py::make_tuple(digit, std::move(y));
+}
+
 }  // namespace
 
 void bind_executor(py::module_& m) {
     py::class_<Executor>(m, "Executor")
         .def(py::init([](std::shared_ptr<Network> net, const std::string& device, int threads, bool allow_tf32,
                          bool cuda_graphs, const std::string& cpu_kernels, const std::string& cuda_path) {
-                 // The public API's own constructor path (include/lenet/lenet.h): the same checks, the same words.
-                 EngineOptions options;
+                 // The C API's own path (include/lenet/lenet_c.h): the same checks, the same words.
+                 api::ExecutorOptions options;
                  options.device = device;
                  options.threads = threads;
                  options.allow_tf32 = allow_tf32;
@@ -89,6 +127,9 @@ void bind_executor(py::module_& m) {
             "probabilities() of a C-contiguous uint8 batch of pixels in the model's input shape, each pixel "
             "converted to float32 and multiplied by `scale` in the core (the same values as NumPy's "
             "astype(float32) * float32(scale)).")
+        .def("pixel_answer", &pixel_answer, py::arg("image"), py::arg("scale"), py::arg("check_ground"),
+             "One uint8 image of the model's input size: None when check_ground and its ground is not dark "
+             "(the mnist path's test), else (digit, probabilities), the latter read-only.")
         .def(
             "describe",
             [](Executor& ex) {

@@ -8,7 +8,7 @@
 #include "../support/errors.h"
 #include "bindings.h"
 #include "build_info.h"
-#include "version.h"
+#include "lenet/version.h"
 
 namespace lenet::bindings {
 
@@ -59,7 +59,7 @@ void bind_info(py::module_& m) {
         "Measured FP32 multiply-adds per second per thread, in GMAC/s, with `threads` threads busy.");
     m.attr("cuda_build") = LENET_CUDA_BUILD;
     m.def("backend_registered", &backend_registered, py::arg("name"));
-    m.attr("__version__") = LENET_VERSION;
+    m.attr("__version__") = LENET_VERSION_STRING;
 }
 
 }  // namespace lenet::bindings

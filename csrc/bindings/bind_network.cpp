@@ -130,6 +130,14 @@ void bind_network(py::module_& m) {
             "output_kind", [](const Network& n) { return output_kind(n.output_kind()); },
             "'softmax', 'sigmoid' or 'scores': what the outputs are.")
         .def_property_readonly("channels_first", &Network::channels_first)
+        .def_property_readonly(
+            "image_shape",
+            [](const Network& n) -> py::object {
+                const ImageShape& i = n.image();
+                if (!i.channels) return py::none();
+                return py::make_tuple(i.height, i.width, i.channels);
+            },
+            "(height, width, channels) of the image the input holds (Network::image), None for none.")
         .def_property_readonly("params", &Network::params)
         .def_property_readonly("macs", &Network::macs, "Multiply-adds per image (convolutions, dense layers).")
         .def(
@@ -177,11 +185,12 @@ void bind_network(py::module_& m) {
                 f = model_file_read(path);
             }
             return py::make_tuple(std::move(f.layers), to_tuple(f.input), f.input_scale, py::tuple(py::cast(f.mean)),
-                                  py::tuple(py::cast(f.std_dev)), f.name, f.source);
+                                  py::tuple(py::cast(f.std_dev)), f.name, f.source, f.version);
         },
         py::arg("path"),
-        "Reads a .lenet file: (layers, input_shape, input_scale, mean, std, name, source); mean and std are empty "
-        "for a model that is not normalized. ModelFileError naming the file and what is wrong.");
+        "Reads a .lenet file: (layers, input_shape, input_scale, mean, std, name, source, version); mean and std are "
+        "empty for a model that is not normalized; source is the name of the file it was made from; versions 1 and "
+        "2 carry no checksum. ModelFileError naming the file and what is wrong.");
     m.def(
         "write_model_file",
         [](const std::string& path, std::vector<LayerSpec> layers, const std::vector<int64_t>& input, double scale,
@@ -192,8 +201,12 @@ void bind_network(py::module_& m) {
         },
         py::arg("path"), py::arg("layers"), py::arg("input_shape"), py::arg("input_scale"), py::arg("name"),
         py::arg("source"), py::arg("mean") = std::vector<double>{}, py::arg("std") = std::vector<double>{},
-        "Writes a .lenet file (to a temporary file beside it, then renamed); mean and std (per channel, or one for "
-        "every channel) where the model's pixels are normalized.");
+        "Writes a .lenet file (to a new temporary file beside it, flushed, then renamed); mean and std (per channel, "
+        "or one for every channel) where the model's pixels are normalized. ModelFileError for anything the reader "
+        "would refuse, before a file is made; Error naming the failing call.");
+    m.def("preparation_problem", &preparation_problem, py::arg("scale"), py::arg("mean"), py::arg("std"),
+          "What is wrong with a preparation of pixels (scale, then mean and std per channel) as the float32s the "
+          "engine uses; '' when nothing is. The .lenet reader's check.");
     m.def(
         "is_model_file", [](const py::bytes& head) { return is_model_file(std::string_view(head)); }, py::arg("head"),
         "Whether a file's first bytes are a .lenet file's.");

@@ -1,9 +1,10 @@
-// lenet._cuda: the CUDA backend as a module of its own, so that `import lenet`
-// works without CUDA. Importing it loads nothing of cuDNN or cuBLAS: load_libraries
-// opens them (libraries.h says how, and why not through the dynamic linker's
-// global scope) and only then registers the backend with the core's registry. The
-// rest is what can be asked without running anything: device count, versions,
-// memory, and the cuDNN planner (which needs no GPU).
+// lenet._cuda: what Python asks of the CUDA backend, a library of its own
+// (liblenet_cuda.so, which this module links and the core loads when an engine asks for
+// device "cuda": one copy of its state in the process). Importing it loads nothing of
+// cuDNN or cuBLAS: load_libraries opens them by the backend's own search (provider.h;
+// libraries.h says how, and why not through the dynamic linker's global scope). The
+// rest is what can be asked without running anything: device count, versions, memory,
+// and the cuDNN planner (which needs no GPU).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -19,11 +20,11 @@
 #include "../backends/cuda/fused_program.h"
 #include "../backends/cuda/libraries.h"
 #include "../backends/cuda/planner.h"
+#include "../backends/cuda/provider.h"
 #include "../backends/cuda/resources.h"
 #include "../backends/cuda/transfer.h"
 #include "../backends/nchw/plan.h"
 #include "../net/network.h"
-#include "cuda_libraries.h"
 
 namespace py = pybind11;
 using namespace lenet;
@@ -41,9 +42,8 @@ void require_libraries() {
     if (!cuda::libraries_loaded()) throw CudaError("cuDNN and cuBLAS are not loaded (lenet._cuda.load_libraries)");
 }
 
-py::dict load_libraries(const std::vector<std::string>& cudnn, const std::vector<std::string>& cublas) {
-    const cuda::LoadReport r = cuda::load_libraries(cudnn, cublas);
-    if (!backend_registered("cuda")) register_backend("cuda", cuda::make_cuda_backend);
+py::dict load_libraries() {
+    const cuda::LoadReport r = cuda::load_found_libraries();
     py::dict d;
     d["cudnn_path"] = r.cudnn_path;
     d["cublas_path"] = r.cublas_path;
@@ -54,11 +54,9 @@ py::dict load_libraries(const std::vector<std::string>& cudnn, const std::vector
 py::dict info() {
     require_libraries();
     py::dict d;
-    int runtime = 0, driver = 0;
-    cudaRuntimeGetVersion(&runtime);
-    cudaDriverGetVersion(&driver);
-    d["cuda_runtime"] = cuda_version(runtime);
-    d["cuda_driver"] = cuda_version(driver);
+    const cuda::RuntimeFacts runtime = cuda::runtime_facts(false);
+    d["cuda_runtime"] = cuda_version(runtime.runtime_version);
+    d["cuda_driver"] = cuda_version(runtime.driver_version);
     d["cudnn_linked"] = cudnn_version(CUDNN_VERSION);
     d["cudnn_loaded"] = cudnn_version(lib::cudnnGetVersion());
     d["cublas_linked"] = std::to_string(CUBLAS_VER_MAJOR) + "." + std::to_string(CUBLAS_VER_MINOR) + "." +
@@ -73,8 +71,7 @@ py::dict info() {
     d["cuda_isolation"] = cuda::load_libraries({}, {}).isolation;
     std::string why;
     if (cuda::device_count(&why) > 0) {
-        cudaDeviceProp prop{};
-        if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) d["gpu"] = std::string(prop.name);
+        if (!runtime.gpu.empty()) d["gpu"] = runtime.gpu;
     } else {
         d["gpu"] = py::none();
         d["gpu_error"] = why;
@@ -294,13 +291,9 @@ py::dict wait_script(const std::vector<unsigned>& flags, const std::vector<std::
 
 py::dict memory() {
     py::dict d;
-    size_t free = 0, total = 0;
-    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
-        cudaGetLastError();
-        free = total = 0;
-    }
+    const cuda::RuntimeFacts runtime = cuda::runtime_facts(true);
     const cuda::MemoryHeld held = cuda::memory_held();
-    d["device_used"] = int64_t(total - free);
+    d["device_used"] = int64_t(runtime.total_bytes - runtime.free_bytes);
     d["lenet_device"] = held.device;
     d["lenet_pinned"] = held.pinned;
     std::string why;
@@ -314,12 +307,20 @@ py::dict memory() {
 
 PYBIND11_MODULE(_cuda, m) {
     m.doc() = "lenet's CUDA backend (cuDNN + cuBLAS)";
-    m.attr("build_cudnn_library") = LENET_CUDNN_LIBRARY;
-    m.attr("build_cublas_library") = LENET_CUBLAS_LIBRARY;
-    m.def("load_libraries", &load_libraries, py::arg("cudnn_candidates"), py::arg("cublas_candidates"),
-          "Opens cuDNN and cuBLAS from the first candidate (a path, or a bare soname) of each list that opens "
-          "and registers the 'cuda' backend; raises CudaError naming every candidate tried. Returns the files "
-          "opened and how they were isolated from other definitions in the process.");
+    m.def("load_libraries", &load_libraries,
+          "Opens cuDNN and cuBLAS from the first candidate of each list of library_candidates() that opens "
+          "(the search the core's CUDA backend makes for C++ programs too); raises CudaError naming every "
+          "candidate tried. Returns the files opened and how they were isolated from other definitions in the "
+          "process.");
+    m.def(
+        "library_candidates",
+        [] {
+            const cuda::Candidates c = cuda::library_candidates();
+            return py::make_tuple(c.cudnn, c.cublas);
+        },
+        "(cuDNN candidates, cuBLAS candidates) in the order tried: LENET_CUDA_LIBRARY_PATH's folders alone when "
+        "it is set, else the NVIDIA wheels beside the lenet package, the files the build compiled against, then "
+        "the sonames for the system's search.");
     m.def("libraries_loaded", &cuda::libraries_loaded);
     m.attr("cross_reference_probes") = cuda::cross_reference_probes();
     m.def("device_count", [] { return cuda::device_count(nullptr); }, "Usable CUDA devices; 0 without GPU or driver.");

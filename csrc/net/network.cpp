@@ -455,6 +455,31 @@ std::vector<std::vector<WeightSlot>> Network::expected_weights(const std::vector
     return analyze(layers, input, source, false).slots;
 }
 
+namespace {
+
+ImageShape image_of(const std::vector<LayerSpec>& layers, const std::vector<int64_t>& shape, bool channels_first) {
+    if (shape.size() == 3)
+        return channels_first ? ImageShape{shape[1], shape[2], shape[0], true}
+                              : ImageShape{shape[0], shape[1], shape[2]};
+    if (shape.size() == 2) return {shape[0], shape[1], 1};
+    if (shape.size() != 1) return {};
+    // A flat input its first layer reshapes into an image (a Keras Reshape of a flat MNIST vector).
+    for (const LayerSpec& l : layers) {
+        if (l.inputs != std::vector<int>{-1}) continue;
+        const auto& t = l.target_shape;
+        const bool image =
+            l.kind == "reshape" && (t.size() == 2 || t.size() == 3) && std::find(t.begin(), t.end(), -1) == t.end();
+        if (image && t.size() == 2) return {t[0], t[1], 1};
+        if (image) return channels_first ? ImageShape{t[1], t[2], t[0], true} : ImageShape{t[0], t[1], t[2]};
+        break;
+    }
+    const auto side = int64_t(std::lround(std::sqrt(double(shape[0]))));
+    if (side * side == shape[0]) return {side, side, 1};
+    return {};
+}
+
+}  // namespace
+
 Network::Network(std::vector<LayerSpec> layers, const std::vector<int64_t>& input, std::string source)
     : source_(std::move(source)) {
     const Analysis a = analyze(layers, input, source_, true);
@@ -463,6 +488,7 @@ Network::Network(std::vector<LayerSpec> layers, const std::vector<int64_t>& inpu
     input_shape_ = input_.keras();
     output_shape_ = output_.keras();
     channels_first_ = a.channels_first;
+    image_ = image_of(layers, input_shape_, channels_first_);
 
     // Lower every layer; value_of[i]: the step whose output is layer i's.
     std::vector<int> value_of(layers.size(), -1);

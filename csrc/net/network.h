@@ -178,6 +178,12 @@ SamePadding same_padding(int in, int kernel, int stride);
 // What the model's outputs are, for turning them into probabilities.
 enum class OutputKind { softmax, log_softmax, sigmoid, scores };
 
+// The image a model's input holds; channels 0: none.
+struct ImageShape {
+    int64_t height = 0, width = 0, channels = 0;
+    bool channels_first = false;  // the input holds each channel's pixels as one run (c, h, w)
+};
+
 // A checked, lowered network. Immutable once built; shared by every plan.
 class Network {
 public:
@@ -205,6 +211,11 @@ public:
     OutputKind output_kind() const { return output_kind_; }
     // The model's data format: its convolutions' and poolings' (channels_last without any).
     bool channels_first() const { return channels_first_; }
+    // The image the input holds: an image input as it is, a 2-D input (h, w) as one
+    // channel, a flat input as the image its first layer reshapes it into, else as a
+    // square of one channel; channels 0 when its length is no square. What Python's
+    // infer draws images at, and the C++ API's pixel calls take.
+    const ImageShape& image() const { return image_; }
     const std::string& source() const { return source_; }
 
     struct LayerSummary {
@@ -226,6 +237,7 @@ private:
     std::vector<int64_t> input_shape_, output_shape_;
     OutputKind output_kind_ = OutputKind::scores;
     bool channels_first_ = false;
+    ImageShape image_;
     std::string source_;
 };
 

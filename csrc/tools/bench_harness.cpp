@@ -1,7 +1,10 @@
 // lenet-bench-cpp: the engine timed from C++, for lenet-bench's lenet-cpp contender
 // (python/lenet/bench/child.py, Harness). A client of the public API only.
 //
-//   lenet-bench-cpp MODEL.lenet THREADS
+//   lenet-bench-cpp MODEL.lenet THREADS [DEVICE]
+//
+// DEVICE: "cpu" (the default) or "cuda" (lenet-cpp-cuda: the GPU from C++, the core
+// loading the CUDA backend's library itself).
 //
 // Prints "ready PID VERSION" once the engine is made (or "error MESSAGE" and exits 1),
 // then answers one command per line on stdin with one line on stdout:
@@ -123,7 +126,7 @@ struct Harness {
         while (int64_t(calls.size()) < min_calls || end < deadline) {
             const float* x = items.data() + (int64_t(calls.size()) % count) * batch * size;
             const auto t0 = clock::now();
-            engine.predict_proba(x, batch, probs.data());
+            engine.predict_proba(x, size_t(batch * size), probs.data(), probs.size());
             end = clock::now();
             calls.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(end - t0).count());
         }
@@ -150,14 +153,15 @@ std::string one_line(std::string s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 3) {
-        std::fputs("usage: lenet-bench-cpp MODEL.lenet THREADS\n", stderr);
+    if (argc != 3 && argc != 4) {
+        std::fputs("usage: lenet-bench-cpp MODEL.lenet THREADS [DEVICE]\n", stderr);
         return 2;
     }
     std::unique_ptr<Harness> h;
     try {
         lenet::EngineOptions options;
         options.threads = parse<int>(argv[2], "threads");
+        if (argc == 4) options.device = argv[3];
         h.reset(new Harness{lenet::Engine(argv[1], options), {}, 0, {}});
     } catch (const lenet::Error& e) {
         reply("error " + one_line(e.what()));

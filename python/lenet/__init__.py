@@ -32,7 +32,7 @@ from .errors import (
     UnsupportedModelError,
 )
 from .images import max_image_pixels, set_max_image_pixels
-from .keras import SHIPPED_MODELS, shipped_weights
+from .shipped import SHIPPED_MODELS, shipped_weights
 
 __version__ = _core.__version__
 

@@ -1,4 +1,4 @@
-"""Type stubs for lenet._cuda, the CUDA backend module (csrc/bindings/cuda_module.cpp)."""
+"""Type stubs for lenet._cuda, the CUDA backend's Python module (csrc/bindings/cuda_module.cpp)."""
 
 from typing import Any
 
@@ -7,11 +7,10 @@ import numpy.typing as npt
 
 from ._core import Network
 
-build_cudnn_library: str
-build_cublas_library: str
 cross_reference_probes: list[str]
 
-def load_libraries(cudnn_candidates: list[str], cublas_candidates: list[str]) -> dict[str, str]: ...
+def load_libraries() -> dict[str, str]: ...
+def library_candidates() -> tuple[list[str], list[str]]: ...
 def libraries_loaded() -> bool: ...
 def device_count() -> int: ...
 def unavailable_reason() -> str: ...

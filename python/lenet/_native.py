@@ -46,35 +46,6 @@ def _preload_openblas() -> None:
 _preload_openblas()
 from . import _core  # noqa: E402
 
-# Where cuDNN 9 and cuBLAS 13 are looked for, in order: the nvidia-* wheels this
-# Python imports, the files the build compiled against (CUDNN_ROOT or toolkit
-# builds), then the system's library search by soname. The module opens them itself
-# and calls them through handles of those exact files (csrc/backends/cuda/libraries.h
-# says why: no other definition in the process may capture the engine's calls, and
-# nothing of lenet is loaded with RTLD_DEEPBIND).
-_CUDA_WHEELS = (("nvidia.cudnn", "libcudnn.so.9"), ("nvidia.cu13", "libcublas.so.13"))
-
-
-def _wheel_library(package: str, name: str) -> list[str]:
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return []
-    roots = list(spec.submodule_search_locations or []) if spec else []
-    return [p for p in (os.path.join(r, "lib", name) for r in roots) if os.path.exists(p)]
-
-
-def cuda_library_candidates(module) -> tuple[list[str], list[str]]:
-    """(cuDNN candidates, cuBLAS candidates) in the order the module tries them."""
-    out = []
-    for (package, name), built in zip(_CUDA_WHEELS, (module.build_cudnn_library, module.build_cublas_library)):
-        found = _wheel_library(package, name)
-        for extra in (built, name):
-            if extra and extra not in found:
-                found.append(extra)
-        out.append(found)
-    return out[0], out[1]
-
 
 def _load_cuda():
     """Returns (module or None, reason it is missing)."""
@@ -89,15 +60,16 @@ def _load_cuda():
         return None, f"the CUDA backend is built but cannot be loaded: {e}"
     from .errors import CudaError
 
-    try:
-        module.load_libraries(*cuda_library_candidates(module))
+    try:  # the backend's own search (csrc/backends/cuda/provider.h), a C++ program's too
+        module.load_libraries()
     except CudaError as e:
         return None, f'the CUDA backend is built but {e}; install them: pip install "lenet[cuda]"'
     return module, ""
 
 
 def cuda_built() -> bool:
-    """Whether the CUDA backend module was built (without loading it)."""
+    """Whether the CUDA backend module was built (without loading it). Its library,
+    liblenet_cuda.so, is loaded by the core when an engine first asks for device "cuda"."""
     try:
         return importlib.util.find_spec("lenet._cuda") is not None
     except (ImportError, ValueError):

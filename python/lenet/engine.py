@@ -14,8 +14,9 @@ from . import preprocess, stream
 from ._native import _core
 from .device import cuda_available, cuda_built, default_threads, resolve_device
 from .errors import Error, InputError
-from .images import Prepared, as_array, check_batch_size, label_of, prepare, prepare_number
-from .images.limits import max_image_pixels
+from .images import Named, Prepared, as_array, check_batch_size, label_of, prepare, prepare_number
+from .images.decode import read_error
+from .images.limits import MAX_FILE_BYTES, max_image_pixels
 from .model import DEFAULT_MODEL, Model, load
 from .plans import describe_lines, describe_plans
 from .results import Number, Result, answers, result_of, results
@@ -31,6 +32,9 @@ __all__ = [
     "default_threads",
     "load",
 ]
+
+
+_UINT8 = np.dtype(np.uint8)  # every uint8 array's dtype is this one object: `is` is the cheap test
 
 
 class Engine:
@@ -324,10 +328,15 @@ class Engine:
         OpenCV's order (files, bytes and Pillow images are decoded as RGB whatever it
         says). An iterable is read as ``infer_iter`` reads it (ahead, on the engine's
         threads, in bounded memory besides the results)."""
-        if type(images) is np.ndarray and images.dtype == np.uint8 and images.shape in self._pixel_shapes:
-            got = self._one_pixel_image(images, mode, channel_order)
-            if got is not None:
-                return got
+        if self._pixel_shapes and mode in ("auto", "mnist") and channel_order in ("rgb", "bgr"):
+            # The shortest ways, for the commonest calls: one uint8 digit, one file.
+            if type(images) is np.ndarray:
+                if images.dtype is _UINT8 and images.shape in self._pixel_shapes:
+                    got = self._one_pixel_image(images, mode)
+                    if got is not None:
+                        return got
+            elif isinstance(images, (str, os.PathLike)):
+                return self._one_file(images, mode, channel_order)
         if (
             type(images) is np.ndarray
             or not isinstance(images, (list, tuple))
@@ -335,11 +344,7 @@ class Engine:
         ):
             # In memory already (one input, or one array of images): one vectorized batch.
             label = "<array>" if type(images) is np.ndarray else label_of(images, None)
-            got = prepare([images], [label], self.image_shape, mode, self._threads, channel_order)
-            if got.errors:
-                raise got.errors[0][1]
-            out = results(got.rows, self.row_probabilities(got.rows.x))
-            return out[0] if got.single else out
+            return self._in_memory(images, label, mode, channel_order)
         out = []
         for part in stream.batches(
             self, images, mode=mode, errors="raise" if on_error is None else "yield", channel_order=channel_order
@@ -353,20 +358,51 @@ class Engine:
 
     __call__ = infer  # engine(image), as a Keras model or a torch module is called
 
-    def _one_pixel_image(self, image: np.ndarray, mode: str, channel_order: str) -> Optional[Result]:
-        """infer(image) for one uint8 image of the model's size that takes the mnist path: the
-        general path's answer (the same rows, the same core call) in as few steps as there are.
-        None when it takes another path (the general path then decides, and says what is wrong)."""
+    def _in_memory(self, item: Any, label: str, mode: str, channel_order: str) -> Union[Result, list[Result]]:
+        """infer of one input (a path, bytes, an image or a batch array): one vectorized batch."""
+        got = prepare([item], [label], self.image_shape, mode, self._threads, channel_order)
+        if got.errors:
+            raise got.errors[0][1]
+        out = results(got.rows, self.row_probabilities(got.rows.x))
+        return out[0] if got.single else out
+
+    # infer's short ways give the general path's answer (the same rows, the same core calls),
+    # which tests/api/test_fast_paths.py holds them to, in as few steps as there are.
+
+    def _one_pixel_image(self, image: np.ndarray, mode: str) -> Optional[Result]:
+        """One uint8 image of the model's size that takes the mnist path; None when it does not
+        (the general path then decides, and says what is wrong)."""
         h, w = self._pixel_shapes[0]
-        if mode not in ("auto", "mnist") or channel_order not in ("rgb", "bgr") or h * w > max_image_pixels():
+        if h * w > max_image_pixels():
             return None
-        x = image.reshape(1, h, w, 1)
-        if mode == "auto" and not _core.dark_ground(x)[0]:
+        return self._mnist_result(image, "<array>", mode == "auto")
+
+    def _one_file(self, path: Union[str, os.PathLike], mode: str, channel_order: str) -> Result:
+        """One file: read, and decoded by the core when it is a gray PNG of the model's size (as
+        prepare's PNG lane does); anything else goes on to the general path with its bytes."""
+        label = os.fspath(path)
+        h, w = self._pixel_shapes[0]
+        if not _core.png_decoder or h * w > max_image_pixels():
+            return self._in_memory(path, label, mode, channel_order)
+        got, pixels, _ = _core.read_gray_images([os.fsencode(path)], MAX_FILE_BYTES, h, w)
+        data = got[0]
+        if isinstance(data, int):
+            raise read_error(label, data)
+        if data is not None:  # read, but not a PNG the core decodes
+            return self._in_memory(Named(data, label), label, mode, channel_order)
+        got = self._mnist_result(pixels[0], label, mode == "auto")
+        if got is None:  # not MNIST-like: the photo path
+            return self._in_memory(Named(pixels[0], label), label, mode, channel_order)
+        return got
+
+    def _mnist_result(self, image: np.ndarray, label: str, check_ground: bool) -> Optional[Result]:
+        """The Result of one uint8 image (h, w[, 1]) on the mnist path, in one call of the core
+        (the ground checked first when check_ground: None when it is not dark)."""
+        got = self._executor.pixel_answer(image, self._scale32, check_ground)
+        if got is None:
             return None
-        p = self._executor.pixel_probabilities(x.reshape((1,) + self._input_rest), self._scale32)
-        p.flags.writeable = False
-        row = p[0]
-        return result_of(int(row.argmax()), row, "<array>", "mnist", x[0])
+        h, w = self._pixel_shapes[0]
+        return result_of(got[0], got[1], label, "mnist", image.reshape(h, w, 1))
 
     def infer_iter(
         self,

@@ -4,13 +4,14 @@ output shapes, the images it reads."""
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from ._native import _core
 from .errors import UnsupportedModelError
-from .keras import SHIPPED_MODELS, read_model, shipped_weights
 from .preprocess import Preprocessing
+from .shipped import SHIPPED_MODELS, shipped_model_file, shipped_weights
 from .spec import ModelSpec
 
 DEFAULT_MODEL = "lenet5"
@@ -99,9 +100,13 @@ class Model:
     def save(self, path: Union[str, os.PathLike], preprocessing: Optional[Preprocessing] = None) -> None:
         """Writes the model as lenet's own file (.lenet): its checked layer records and
         weights, input shape, how its pixels are prepared (``preprocessing``'s or this
-        model's: a scale, and a mean and standard deviation per channel) and name, in the
-        versioned format the C++ API loads (``lenet::Engine``, docs/cpp.md) and ``load``
-        reads back, to the bit. Written to a temporary file beside ``path``, then renamed.
+        model's: a scale, and a mean and standard deviation per channel), name and the name
+        (not the folders) of the file it came from (for a model read from a .lenet file, the
+        one that file was made from: saving again changes nothing), in the versioned format the C++ API
+        loads (``lenet::Engine``, docs/cpp.md) and ``load`` reads back, to the bit, behind a
+        checksum. Checked by the reader before a byte is written (ModelFileError for what it
+        would refuse), written to a new temporary file beside ``path``, flushed to the disk,
+        then renamed over ``path``.
 
         A model whose images are NHWC in an NCHW graph (an ONNX file with a Transpose
         after its input) is refused rather than written without that (its file would
@@ -123,7 +128,7 @@ class Model:
             list(self.spec.input_shape),
             prep.scale,
             self.spec.name,
-            self.source,
+            self.spec.extra.get("saved_from") or self.source,  # a .lenet file's own origin, kept
             mean,
             std,
         )
@@ -172,26 +177,13 @@ class Model:
 
 
 def _image_shape(spec: ModelSpec, network: Any) -> Optional[tuple[int, int, int]]:
-    """What image the model's input holds: an image input as it is; (h, w) as one
-    channel; a flat input reshaped into an image by its first layer, or square."""
+    """What image the model's input holds: the core's answer (Network::image, which the C++
+    API gives too), but for an ONNX graph of Keras' layout (NHWC images transposed in the
+    graph), which only the loader knows."""
     shape = tuple(network.input_shape)
-    if len(shape) == 3 and spec.extra.get("input_layout") == "nhwc":  # an ONNX file of Keras' layout
+    if len(shape) == 3 and spec.extra.get("input_layout") == "nhwc":
         return shape
-    if len(shape) == 3:
-        return (shape[1], shape[2], shape[0]) if network.channels_first else shape
-    if len(shape) == 2:
-        return (shape[0], shape[1], 1)
-    first = next((l for l in spec.layers if list(l.inputs) == [-1]), None)
-    if (
-        first is not None
-        and first.kind == "reshape"
-        and len(first.target_shape) in (2, 3)
-        and -1 not in first.target_shape
-    ):
-        t = tuple(first.target_shape)
-        return (t[0], t[1], 1) if len(t) == 2 else ((t[1], t[2], t[0]) if network.channels_first else t)
-    side = int(round(shape[0] ** 0.5))
-    return (side, side, 1) if side * side == shape[0] else None
+    return network.image_shape
 
 
 def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None) -> Model:
@@ -207,13 +199,14 @@ def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None)
     if path is None:
         path = DEFAULT_MODEL
     if isinstance(path, str) and path in SHIPPED_MODELS and not Path(path).exists():
-        path = shipped_weights(path)
+        path = (arch is None and shipped_model_file(path)) or shipped_weights(path)
     head = _head(path)
     if arch is None and head is not None and (_core.is_model_file(head) or str(path).endswith(".lenet")):
-        layers, input_shape, scale, mean, std, name, source = _core.read_model_file(os.fspath(path))
-        # The file it was saved from is kept for messages; this file is where it loads from.
+        layers, input_shape, scale, mean, std, name, source, version = _core.read_model_file(os.fspath(path))
+        # The name of the file it was saved from is kept for messages; this file is where it loads from.
         spec = ModelSpec(list(layers), tuple(input_shape), scale, name, os.fspath(path), extra={"format": "lenet"})
         spec.extra["saved_from"] = source
+        spec.extra["file_version"] = version  # 1 and 2: written before the checksum
         if mean:
             spec.extra.update(mean=tuple(mean), std=tuple(std))
         return Model(spec)
@@ -221,6 +214,8 @@ def load(path: Union[str, os.PathLike, None] = None, arch: Optional[str] = None)
         from . import onnx as onnx_format
 
         return Model(onnx_format.read_model(path))
+    from .keras import read_model  # h5py and the Keras loader, for Keras files only
+
     return Model(read_model(path, arch=arch))
 
 
@@ -228,11 +223,16 @@ def _head(path: Any) -> Optional[bytes]:
     """A file's first 8 bytes; None for anything unreadable (the Keras loader then says why)."""
     if not isinstance(path, (str, os.PathLike)):
         return None
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(8)
+    try:  # O_NONBLOCK: a FIFO opens without waiting for a writer (and is no model file)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
+    try:
+        return os.read(fd, 8) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _is_onnx(path: Any, head: Optional[bytes]) -> bool:

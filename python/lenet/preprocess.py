@@ -19,6 +19,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from ._native import _core
 from .errors import InputError
 
 Numbers = Union[float, Sequence[float], None]
@@ -112,6 +113,13 @@ def resolve(
                 f"{'images of ' + str(channels) + ' channel(s)' if channels else 'no images'}: give one value, "
                 f"or one per channel"
             )
+    # As the float32s the core prepares pixels with (the .lenet reader's check): a std that
+    # is 0 as a float32, or a scale that overflows a pixel, would fail every call instead.
+    n = max(len(out.mean), len(out.std))
+    mean, std = ([v[0]] * n if len(v) == 1 else list(v) for v in (out.mean, out.std))
+    problem = _core.preparation_problem(out.scale, mean, std)
+    if problem:
+        raise InputError(f"input_scale, mean and std: {problem}")
     return out
 
 

@@ -16,7 +16,9 @@ by lenet exactly as ``lenet.infer`` decodes a file: the same answers) and decode
 from ``read_images`` (an ``image`` column); a ``path`` column is passed through. Each row
 comes back with ``digit`` (int, -1 when the image could not be classified),
 ``confidence``, ``probabilities`` (one per class), ``mode`` (the preprocessing it took:
-"mnist" or "photo") and ``error`` ("" when it was classified): a bad file is a row with its error, never a failed job.
+"mnist" or "photo"), ``several_digits`` (``Result.several_digits``: a number where one
+digit was asked for) and ``error`` ("" when it was classified): a bad file is a row with its
+error, never a failed job.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ class Classifier:
         probabilities = np.full((n, self.engine.classes), np.nan, np.float32)
         errors = [""] * n
         modes = [""] * n
+        several = np.zeros(n, bool)
         todo = [i for i, item in enumerate(items) if not isinstance(item, InputError)]
         for i in range(n):
             if isinstance(items[i], InputError):
@@ -103,6 +106,7 @@ class Classifier:
         for i, r in zip(todo, results):
             if isinstance(r, Result):
                 digits[i], confidence[i], probabilities[i], modes[i] = r.digit, r.confidence, r.probabilities, r.mode
+                several[i] = r.several_digits
             else:
                 errors[i] = str(r)
         out = {
@@ -110,6 +114,7 @@ class Classifier:
             "confidence": confidence,
             "probabilities": probabilities,
             "mode": np.array(modes, dtype=object),
+            "several_digits": several,
             "error": np.array(errors, dtype=object),
         }
         if "path" in batch:

@@ -20,11 +20,17 @@ class Result:
     ``probabilities`` is a distribution over the classes, whatever the model ends
     in: a softmax's outputs as they are; sigmoid outputs (one per class) divided by
     their sum; anything else (logits, ReLU outputs) through a softmax. ``predict``
-    gives the model's own outputs."""
+    gives the model's own outputs.
+
+    ``several_digits``: the photo path saw several digits side by side where one was
+    asked for (a number): ``digit`` is one of them, the largest, and ``read_number`` (the
+    CLI's ``--digits``) reads them all."""
 
     # A plain class with slots, not a frozen dataclass: a stream makes one per image, and
     # the dataclass's __init__ (object.__setattr__ per field) cost 4 us of the GIL each.
-    __slots__ = ("digit", "probabilities", "source", "mode", "_input", "_scale")
+    # _several is set only where several digits were seen (results()): unset, it reads as
+    # False, and the engine's answer for an MNIST array pays nothing for it.
+    __slots__ = ("digit", "probabilities", "source", "mode", "_input", "_scale", "_several")
 
     digit: int  # the most probable class
     probabilities: np.ndarray  # float32 (classes,), sums to 1 (read-only)
@@ -38,6 +44,7 @@ class Result:
         source: str = "",
         mode: str = "",
         *,
+        several_digits: bool = False,
         _input: Optional[np.ndarray] = None,
         _scale: float = 1.0,
     ):
@@ -54,6 +61,8 @@ class Result:
         # The pixels the network received, (H, W, C) 0..255 (or scaled by _scale): see `image`.
         set_(self, "_input", _input)
         set_(self, "_scale", _scale)
+        if several_digits:
+            set_(self, "_several", True)
 
     def __setattr__(self, name, value):
         raise AttributeError(f"Result is immutable: cannot set {name!r}")
@@ -68,6 +77,7 @@ class Result:
             self.digit == other.digit
             and self.source == other.source
             and self.mode == other.mode
+            and self.several_digits == other.several_digits
             and self.probabilities.shape == other.probabilities.shape
             and self.probabilities.tobytes() == other.probabilities.tobytes()
         )
@@ -76,11 +86,21 @@ class Result:
         return hash((self.digit, self.source, self.mode, self.probabilities.tobytes()))
 
     def __reduce__(self):
-        return (_result, (self.digit, np.array(self.probabilities), self.source, self.mode, self._input, self._scale))
+        return (
+            _result,
+            (self.digit, np.array(self.probabilities), self.source, self.mode, self._input, self._scale)
+            + ((True,) if self.several_digits else ()),
+        )
 
     @property
     def confidence(self) -> float:
         return float(self.probabilities[self.digit])
+
+    @property
+    def several_digits(self) -> bool:
+        """Whether the image seemed to hold several digits side by side (a number) where
+        one was asked for: read it with ``read_number`` (``lenet-cli --digits``)."""
+        return getattr(self, "_several", False)
 
     @property
     def image(self) -> Optional[np.ndarray]:
@@ -101,15 +121,16 @@ class Result:
         return [(int(i), float(self.probabilities[i])) for i in order]
 
     def __repr__(self) -> str:
-        return f"Result(digit={self.digit}, confidence={self.confidence:.4f}, source={self.source!r})"
+        several = ", several_digits=True" if self.several_digits else ""
+        return f"Result(digit={self.digit}, confidence={self.confidence:.4f}, source={self.source!r}{several})"
 
 
-def _result(digit, probabilities, source, mode, input_, scale) -> Result:
-    return Result(digit, probabilities, source, mode, _input=input_, _scale=scale)
+def _result(digit, probabilities, source, mode, input_, scale, several=False) -> Result:
+    return Result(digit, probabilities, source, mode, several_digits=several, _input=input_, _scale=scale)
 
 
 _new_result = Result.__new__
-_set_digit, _set_probabilities, _set_source, _set_mode, _set_input, _set_scale = (
+_set_digit, _set_probabilities, _set_source, _set_mode, _set_input, _set_scale, _set_several = (
     getattr(Result, name).__set__ for name in Result.__slots__
 )
 
@@ -155,7 +176,11 @@ def results(rows, probabilities: np.ndarray) -> list[Result]:
     its rows. Each Result's probabilities are a read-only view of that row."""
     probabilities.flags.writeable = False
     digits = probabilities.argmax(1).tolist() if len(probabilities) else []
-    return list(map(result_of, digits, probabilities, rows.source, rows.mode, rows.x))
+    out = list(map(result_of, digits, probabilities, rows.source, rows.mode, rows.x))
+    if rows.several is not None:
+        for k in np.flatnonzero(rows.several).tolist():
+            _set_several(out[k], True)
+    return out
 
 
 def answers(prepared, probabilities: np.ndarray, inputs: Optional[int] = None) -> list[Union[Result, InputError]]:

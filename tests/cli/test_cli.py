@@ -467,7 +467,9 @@ def test_output_csv_has_a_header_and_a_row_per_input(tmp_path):
     assert out.returncode == 1
     with open(target, newline="", encoding="utf-8") as f:
         rows = list(csv_module.reader(f))
-    assert rows[0] == ["path", "digit", "confidence", "mode", "error"] + [f"p{k}" for k in range(10)]
+    assert rows[0] == ["path", "digit", "confidence", "mode", "error"] + [f"p{k}" for k in range(10)] + [
+        "several_digits"
+    ]
     rows = [dict(zip(rows[0], row)) for row in rows[1:]]
     assert [r["path"] for r in rows] == [str(p) for p in inputs]
     assert rows[0]["digit"] == "1" and rows[3]["digit"] == "2" and rows[0]["error"] == ""
@@ -476,6 +478,28 @@ def test_output_csv_has_a_header_and_a_row_per_input(tmp_path):
     assert "no such file" in rows[1]["error"] and rows[1]["digit"] == ""
     assert rows[2]["error"] != "" and rows[2]["digit"] == ""
     assert part_files(tmp_path) == []
+
+
+def test_an_image_of_several_digits_says_so_in_every_output(tmp_path):
+    """Issue 55: a photo of a number read as one digit printed a confident digit and
+    nothing else; its line, its JSON and its CSV row now say that several were seen."""
+    import csv as csv_module
+
+    number, digit = REPO / "examples" / "number.jpg", REPO / "examples" / "photo-4.jpg"
+    out = cli("--device", "cpu", number, digit)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        f"{number}: 0 (100.0%); several digits seen: --digits reads them as a number",
+        f"{digit}: 4 (100.0%)",
+    ]
+    records = [json.loads(line) for line in cli("--device", "cpu", "--json", number, digit).stdout.splitlines()]
+    assert [r["several_digits"] for r in records] == [True, False]
+    cli("--device", "cpu", "-q", "-o", tmp_path / "r.jsonl", number, digit)
+    records = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert [r["several_digits"] for r in records] == [True, False]
+    cli("--device", "cpu", "-q", "-o", tmp_path / "r.csv", number, digit, EXAMPLES[3])
+    with open(tmp_path / "r.csv", newline="", encoding="utf-8") as f:
+        assert [row["several_digits"] for row in csv_module.DictReader(f)] == ["1", "0", "0"]
 
 
 def test_output_all_good_exit_zero_and_bad_names(tmp_path):

@@ -164,27 +164,42 @@ def test_frameworks_imported_first_do_not_change_what_lenet_binds(first):
 
 
 @built
-def test_module_finds_the_wheels_without_ld_library_path():
-    """The wheels come first among the candidates, found by the import system."""
-    cudnn, cublas = _native.cuda_library_candidates(_native.cuda_module)
-    assert cudnn[0].endswith("/nvidia/cudnn/lib/libcudnn.so.9") and cudnn[-1] == "libcudnn.so.9"
-    assert cublas[0].endswith("/nvidia/cu13/lib/libcublas.so.13") and cublas[-1] == "libcublas.so.13"
+def test_the_backend_finds_the_wheels_beside_the_package_without_ld_library_path():
+    """The backend's own search (csrc/backends/cuda/provider.h, the one a C++ program's
+    device "cuda" makes too): the wheels in the lenet package's site-packages come first,
+    the sonames for the system's search last."""
+    import os
+
+    site = os.path.dirname(os.path.dirname(os.path.realpath(_native.cuda_module.__file__)))
+    cudnn, cublas = _native.cuda_module.library_candidates()
+    assert cudnn[0] == f"{site}/nvidia/cudnn/lib/libcudnn.so.9" and cudnn[-1] == "libcudnn.so.9"
+    assert cublas[0] == f"{site}/nvidia/cu13/lib/libcublas.so.13" and cublas[-1] == "libcublas.so.13"
 
 
 @built
 def test_missing_libraries_are_a_cuda_error_naming_every_candidate():
+    """LENET_CUDA_LIBRARY_PATH, when set, is where the backend looks, and nowhere else."""
+    import os
     import sys
 
     code = (
         "import lenet, lenet._cuda as c\n"
+        "print(c.library_candidates())\n"
         "try:\n"
-        "    c.load_libraries(['/nowhere/libcudnn.so.9', '/elsewhere/libcudnn.so.9'], ['/nowhere/libcublas.so.13'])\n"
+        "    c.load_libraries()\n"
         "except lenet.CudaError as e:\n"
         "    print('CudaError:', e)\n"
         "print('loaded', c.libraries_loaded(), lenet._core.backend_registered('cuda'))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    env = dict(os.environ, LENET_CUDA_LIBRARY_PATH="/nowhere:/elsewhere")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines()[0] == str(
+        (
+            ["/nowhere/libcudnn.so.9", "/elsewhere/libcudnn.so.9"],
+            ["/nowhere/libcublas.so.13", "/elsewhere/libcublas.so.13"],
+        )
+    )
     assert "CudaError: cannot load cuDNN 9; tried:" in out.stdout
     assert "/nowhere/libcudnn.so.9" in out.stdout and "/elsewhere/libcudnn.so.9" in out.stdout
     assert "loaded False False" in out.stdout
@@ -382,10 +397,14 @@ def test_the_module_reaches_cudnn_and_cublas_only_through_its_table():
     """No link-time dependency on cuDNN or cuBLAS and no undefined reference to them
     (a call the dynamic linker would bind, to whatever the process defines first), and
     the static CUDA runtime kept inside the module (none of its symbols exported)."""
-    needed, undefined, exported = _elf(_native.cuda_module.__file__)
-    assert not [n for n in needed if "cudnn" in n or "cublas" in n or "cudart" in n], needed
-    assert not [u for u in undefined if u.startswith(("cudnn", "cublas"))], undefined
-    assert not [e for e in exported if e.startswith(("cuda", "cudnn", "cublas"))], exported[:20]
+    import os
+
+    module = _native.cuda_module.__file__
+    for path in (module, os.path.join(os.path.dirname(module), "liblenet_cuda.so")):
+        needed, undefined, exported = _elf(path)
+        assert not [n for n in needed if "cudnn" in n or "cublas" in n or "cudart" in n], (path, needed)
+        assert not [u for u in undefined if u.startswith(("cudnn", "cublas"))], (path, undefined)
+        assert not [e for e in exported if e.startswith(("cuda", "cudnn", "cublas"))], (path, exported[:20])
 
 
 _BINDINGS = """
@@ -414,7 +433,7 @@ def test_tensorflow_first_captures_no_call_of_the_engine_or_its_libraries(tmp_pa
         pytest.skip("tensorflow is not installed")
     # The module's own dlsym(RTLD_DEFAULT) lookups that decide the isolation are logged as bindings too.
     probes = tuple(f"symbol `{name}'" for name in _native.cuda_module.cross_reference_probes)
-    probe = lambda line: "/_cuda." in line.split(" to ")[0] and line.endswith(probes)  # noqa: E731
+    probe = lambda line: "/liblenet_cuda.so" in line.split(" to ")[0] and line.endswith(probes)  # noqa: E731
     results = {}
     for first in ([], ["tensorflow"]):
         log = tmp_path / f"ld-{len(first)}"
@@ -431,7 +450,7 @@ def test_tensorflow_first_captures_no_call_of_the_engine_or_its_libraries(tmp_pa
         # A CUDA API symbol (cuda*, cudnn*, cublas*, the driver's cu*) of the module or of
         # a library it loaded, bound to TensorFlow. (C++ runtime symbols binding to the
         # first definition in the process is ordinary and harmless.)
-        ours = ("libcublas", "libcudnn", "/_cuda.")
+        ours = ("libcublas", "libcudnn", "/_cuda.", "/liblenet_cuda.so")
         captured = [
             line
             for line in lines

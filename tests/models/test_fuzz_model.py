@@ -86,8 +86,14 @@ def test_fuzz_model_file_bytes(seed_dir, tmp_path):
 
 
 def test_fuzz_lenet_file_bytes(seed_dir, tmp_path):
-    """lenet's own format (csrc/net/model_file.h), read by the core as the C++ API reads it."""
-    _check_fuzz_stats(fuzz("lenet-bytes", tmp_path, seed_dir), 100)
+    """lenet's own format (csrc/net/model_file.h), read by the core as the C++ API reads it:
+    the checksum refuses mutated files as damaged, and the same files sealed again reach
+    the parser, which loads some and refuses others."""
+    stats = fuzz("lenet-bytes", tmp_path, seed_dir)
+    _check_fuzz_stats(stats, 100)
+    assert stats["categories"]["lenet"].get("ModelFileError", 0) > 0, stats["categories"]
+    sealed = stats["categories"]["lenet, sealed again"]
+    assert sealed.get("ok", 0) > 0 and sealed.get("ModelFileError", 0) > 0, stats["categories"]
 
 
 def test_fuzz_model_configs(seed_dir, tmp_path):

@@ -389,13 +389,18 @@ def test_shipped_names():
 def test_shipped_weights_are_found_installed_and_in_an_editable_checkout(layout, tmp_path, monkeypatch):
     """A wheel holds lenet/weights/; an editable install runs the checkout's python/lenet/,
     whose shipped files are the checkout's weights/."""
+    import lenet.shipped
+
     package = tmp_path / "python" / "lenet"
-    (package / "keras").mkdir(parents=True)
+    package.mkdir(parents=True)
     folder = package / "weights" if layout == "installed" else tmp_path / "weights"
     folder.mkdir()
     (folder / "lenet5.h5").write_bytes(b"")
-    monkeypatch.setattr(lk, "__file__", str(package / "keras" / "__init__.py"))
+    monkeypatch.setattr(lenet.shipped, "__file__", str(package / "shipped.py"))
     assert lk.shipped_weights("lenet5") == folder / "lenet5.h5"
+    assert lenet.shipped.shipped_model_file("lenet5") is None
+    (folder / "lenet5.lenet").write_bytes(b"")
+    assert lenet.shipped.shipped_model_file("lenet5") == folder / "lenet5.lenet"
     (folder / "lenet5.h5").unlink()
     with pytest.raises(ModelFileError, match="missing from the installation"):
         lk.shipped_weights("lenet5")

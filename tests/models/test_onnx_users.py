@@ -213,6 +213,13 @@ def test_the_file_records_its_preprocessing_and_the_user_overrides_it(tmp_path):
         ({"mean": [0.1, 0.2]}, "mean has 2 values; the model takes images of 1 channel"),
         ({"mean": "0.1"}, "mean must be a finite number"),
         ({"input_scale": float("inf")}, "input_scale must be a finite number"),
+        # Checked as the float32s the core prepares pixels with (issue 53: std = 1e-300 made
+        # every call blame its input), as the .lenet reader checks them.
+        ({"std": 1e-300}, "std of channel 0 is 1e-300, not a number above 0 that a float32 holds"),
+        ({"mean": 1e39}, "mean of channel 0 is 1e\\+39, not a number a float32 holds"),
+        ({"input_scale": 0}, "the input scale is 0, not a number above 0"),
+        ({"input_scale": -1}, "the input scale is -1, not a number above 0"),
+        ({"input_scale": 1e38}, "pixel value 4 of channel 0 would become inf"),
     ],
 )
 def test_bad_preprocessing_is_an_input_error(options, match):

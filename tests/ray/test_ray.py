@@ -122,4 +122,6 @@ def test_the_cli_on_ray_answers_as_without(local_ray, files, tmp_path):
     a = [json.loads(x) for x in (tmp_path / "plain.jsonl").read_text().splitlines()]
     b = [json.loads(x) for x in (tmp_path / "ray.jsonl").read_text().splitlines()]
     assert [x["path"] for x in a] == [x["path"] for x in b]  # input order kept
-    assert [(x.get("digit"), x.get("error")) for x in a] == [(x.get("digit"), x.get("error")) for x in b]
+    assert [(x.get("digit"), x.get("error"), x.get("several_digits")) for x in a] == [
+        (x.get("digit"), x.get("error"), x.get("several_digits")) for x in b
+    ]

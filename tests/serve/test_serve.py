@@ -227,6 +227,21 @@ def test_a_cheap_request_runs_at_once_when_the_batcher_is_idle():
     batcher.close()
 
 
+def test_an_image_of_several_digits_says_so_and_points_at_read_number(client):
+    """Issue 55: a photo of a number sent to /v1/classify is answered with one of its
+    digits, several_digits and a note naming the route that reads it whole; through the
+    batcher too (several images in one request)."""
+    number, digit = (REPO / "examples" / name for name in ("number.jpg", "photo-4.jpg"))
+    j = client.post("/v1/classify", content=number.read_bytes(), headers={"Content-Type": "image/jpeg"}).json()
+    assert j["digit"] == 0 and j["several_digits"] is True and "/v1/read-number" in j["note"]
+    files = [("files", (p.name, p.read_bytes(), "image/jpeg")) for p in (digit, number, digit)]
+    answers = client.post("/v1/classify", files=files).json()["results"]
+    assert [a["several_digits"] for a in answers] == [False, True, False]
+    assert ["note" in a for a in answers] == [False, True, False]
+    number_read = client.post("/v1/read-number", content=number.read_bytes(), headers={"Content-Type": "image/jpeg"})
+    assert number_read.json()["number"] == "0224353"
+
+
 def test_the_other_routes(client):
     assert client.get("/healthz").text == "ok"
     m = client.get("/v1/model").json()

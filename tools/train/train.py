@@ -8,7 +8,8 @@ holds out a seeded stratified split (500 digits per class) for checkpoint select
 calibration, augments the rest on the fly, and writes Keras 3 legacy-HDF5 full models
 to ``weights/``:
 
-    lenet5.h5       classic LeNet-5 (6@5x5 same, 16@5x5, 120, 84, 10)
+    lenet5.h5       classic LeNet-5 (6@5x5 same, 16@5x5, 120, 84, 10), and its copy lenet5.lenet
+                    (what loading the default model reads: lenet/shipped.py)
     lenet-keras.h5  the Keras seed model (5@5x5, 12@5x5, 128, 10)
     lenet-tf.h5     the TensorFlow seed model (32@5x5 same, 64@5x5 same, 1024, 10)
 
@@ -52,6 +53,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import h5py  # noqa: E402
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+import lenet  # noqa: E402
+from lenet.shipped import LENET_FILES  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mnist_split import (  # noqa: E402
@@ -794,6 +798,8 @@ def main(argv=None):
             line += f", test {attrs['lenet_test_accuracy']:.4f} (ECE {attrs['lenet_test_ece']:.4f})"
         path = args.out / f"{name}.h5"
         save(model, path, attrs)
+        if name in LENET_FILES:  # its .lenet copy, which loading the default model reads (lenet/shipped.py)
+            lenet.load(path).save(path.with_suffix(".lenet"))
         line += f", {state['history'][-1]['seconds']:.0f} s, {path} ({path.stat().st_size / 1e6:.2f} MB)"
         print(line, flush=True)
         summary.append(line)

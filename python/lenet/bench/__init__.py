@@ -202,38 +202,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if any(r["status"] == "ok" for r in results) else 1
 
 
-def infer_breakdown(weights: Path, paths: list, threads: int, rounds: int = 15) -> dict:
-    """Where ``Engine.infer(paths)`` spends its time, on 1 thread and on ``threads``:
-    decoding, preparing (resize or photo path, batch assembly), the engine, and the
-    rest (results). Medians over interleaved rounds, in seconds."""
-    import numpy as np
-
-    import lenet
-    from lenet import images
-
-    out = {"images": len(paths)}
-    engines = {t: lenet.Engine(weights, device="cpu", threads=t) for t in sorted({1, threads})}
-    samples: dict = {t: {"total": [], "decode": [], "prepare": [], "engine": []} for t in engines}
-    for _ in range(rounds):
-        for t, e in engines.items():
-            t0 = time.perf_counter()
-            e.infer(paths)
-            total = time.perf_counter() - t0
-            got_rows = images.prepare(paths, paths, e.image_shape, threads=t)
-            t0 = time.perf_counter()
-            e.row_probabilities(got_rows.x)
-            got = samples[t]
-            got["total"].append(total)
-            got["engine"].append(time.perf_counter() - t0)
-            got["decode"].append(got_rows.timings["decode"])
-            got["prepare"].append(got_rows.timings["prepare"])
-    for t, got in samples.items():
-        med = {k: float(np.median(v)) for k, v in got.items()}
-        med["rest"] = max(0.0, med["total"] - med["decode"] - med["prepare"] - med["engine"])
-        out[f"threads_{t}"] = med
-    return out
-
-
 def fma_rate(threads: int) -> dict:
     """The CPU's FP32 multiply-add rate per thread with `threads` threads busy, from
     the engine's own AVX-512/AVX2 loop: the arithmetic floor every contender is
@@ -441,6 +409,8 @@ def _bench_model(s: Session, source: str):
 
     if "lenet-cpu-infer" in runners:
         s.progress.update(s.task, description=f"{model}: where lenet.infer's time goes")
+        from .ladder import infer_breakdown
+
         about["infer_png"] = infer_breakdown(weights, s.paths[:64], s.threads)
     for n in runners:
         _summarise(rows[n], series[n], s.threads)

@@ -177,6 +177,20 @@ def _lenet_cpp(ctx):
     return Harness("lenet-cpp", ctx, None, [], None, {})
 
 
+@contender(
+    "lenet-cpp-cuda",
+    (),
+    "lenet from C++ on the GPU: lenet::Engine::predict_proba(x), device 'cuda' (the core loading the CUDA "
+    "backend's library), timed by the C++ harness in its own process",
+    device="cuda",
+    process="cpp",
+)
+def _lenet_cpp_cuda(ctx):
+    from .harness import Harness
+
+    return Harness("lenet-cpp-cuda", ctx, None, [], None, {})
+
+
 @contender("lenet-cpu", (), "lenet Engine.predict_proba(x), CPU (direct kernels for this CPU's instruction set)")
 def _lenet_cpu(ctx):
     return _engine(ctx, "cpu", False)

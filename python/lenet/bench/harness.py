@@ -1,5 +1,6 @@
-"""lenet-cpp's child: the engine from C++ (csrc/tools/bench_harness.cpp, lenet-bench-cpp) in a
-process of its own, no Python in its timed calls; the parent's handle on it (``Harness``)."""
+"""lenet-cpp's and lenet-cpp-cuda's child: the engine from C++ (csrc/tools/bench_harness.cpp,
+lenet-bench-cpp) in a process of its own, no Python in its timed calls; the parent's handle on
+it (``Harness``)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ class Harness:
         from lenet.cpp import bench_harness
 
         self.name, self.versions = name, {}
+        device = registry.CONTENDERS[name].device if name in registry.CONTENDERS else "cpu"
         exe = bench_harness()
         if not exe.is_file():
             raise registry.Unavailable(f"{exe} is not installed (this build of lenet has no C++ harness)")
@@ -46,7 +48,7 @@ class Harness:
         lenet.Engine(ctx.weights, device="cpu", threads=1).save(model)
         self._child = Child(
             name,
-            [str(exe), str(model), str(ctx.threads)],
+            [str(exe), str(model), str(ctx.threads), device],
             {**os.environ, **registry.thread_env(ctx.threads, env)},
             self._tmp,
             timeout_s,

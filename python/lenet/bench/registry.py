@@ -47,6 +47,7 @@ class Ctx:
 # rebuild a Keras model from its layers (channels_last), which an ONNX file is not.
 ONNX_CONTENDERS = (
     "lenet-cpp",
+    "lenet-cpp-cuda",
     "lenet-cpu",
     "lenet-cpu-blas",
     "lenet-cpu-infer",

@@ -151,6 +151,13 @@ def infer_lines(header: dict) -> list[str]:
                 f"{fmt_time(m['engine'])} + results {fmt_time(m['rest'])}"
             )
         lines.append(f"{model}: lenet.infer on {got['images']} PNG files, " + "; ".join(parts))
+        one = got.get("one_file")
+        if one:
+            lines.append(
+                f"{model}: Engine.infer on one PNG file {fmt_time(one['infer'])} = {one['infer'] / one['floor']:.2f}x "
+                f"its floor {fmt_time(one['floor'])} (read + decode in the core {fmt_time(one['read_decode'])} + "
+                f"predict_proba {fmt_time(one['engine'])})"
+            )
     return lines
 
 

@@ -12,7 +12,9 @@ for a list of paths, one per line (``-0``: separated by NUL characters; ``-`` re
 standard input). Also run as ``python -m lenet``.
 
 Prints one line per image, ``path: 7 (99.2%)``, as soon as its batch is done (with
-``--digits``, the number each image holds: ``path: 4071 (93.1%)  [4: 99.0%, ...]``).
+``--digits``, the number each image holds: ``path: 4071 (93.1%)  [4: 99.0%, ...]``); an
+image that holds several digits where one is asked for says so: ``path: 0 (100.0%);
+several digits seen: --digits reads them as a number``.
 Inputs are read, decoded and classified as a stream: memory does not grow with their
 number. An input that cannot be read, or holds no digit, gets a one-line error on stderr
 and the others go on. ``--output FILE`` also writes every result (and every error) to
@@ -40,7 +42,7 @@ from typing import Iterator, Optional
 
 from .. import preprocess
 from .inputs import Inputs, progress_bar
-from .output import DebugWriter, Output, print_number
+from .output import SEVERAL_DIGITS, DebugWriter, Output, print_number
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -303,7 +305,11 @@ class _Run:
             else:
                 yield [
                     lenet.Result(
-                        int(row["digit"]), np.asarray(row["probabilities"], np.float32), row["path"], row["mode"]
+                        int(row["digit"]),
+                        np.asarray(row["probabilities"], np.float32),
+                        row["path"],
+                        row["mode"],
+                        several_digits=bool(row["several_digits"]),
                     )
                 ]
 
@@ -412,6 +418,7 @@ class _Run:
                         "mode": r.mode,
                         "top": [{"digit": d, "probability": p} for d, p in top],
                         "probabilities": r.probabilities.tolist(),
+                        "several_digits": r.several_digits,
                     }
                     | ({"unsure": unsure} if self.args.unsure_below else {})
                 )
@@ -424,6 +431,8 @@ class _Run:
             )
             if self.args.top_k > 1:
                 line += "  [" + ", ".join(f"{d}: {100 * p:.1f}%" for d, p in top) + "]"
+            if r.several_digits:  # one digit asked for, a number seen: the answer is one of its digits
+                line += f"; {SEVERAL_DIGITS}"
             print(line)
 
     def _numbers(self, inputs) -> None:

@@ -10,6 +10,10 @@ import os
 import tempfile
 from pathlib import Path
 
+# The CLI's line for an image that holds several digits where one was asked for
+# (Result.several_digits): the digit printed is one of them.
+SEVERAL_DIGITS = "several digits seen: --digits reads them as a number"
+
 
 class Output:
     """--output FILE: JSON lines or CSV, written to a temporary file beside FILE and renamed
@@ -23,12 +27,16 @@ class Output:
         self.classes = classes
         if self.csv:
             self.writer = csv.writer(self.file)
-            self.writer.writerow(["path", "digit", "confidence", "mode", "error", *[f"p{k}" for k in range(classes)]])
+            # several_digits last: the columns before it are where they always were.
+            self.writer.writerow(
+                ["path", "digit", "confidence", "mode", "error", *[f"p{k}" for k in range(classes)], "several_digits"]
+            )
 
     def result(self, r) -> None:
         if self.csv:
             self.writer.writerow(
                 [r.source, r.digit, f"{r.confidence:.6g}", r.mode, "", *[f"{p:.6g}" for p in r.probabilities.tolist()]]
+                + [int(r.several_digits)]
             )
         else:
             self.file.write(
@@ -39,6 +47,7 @@ class Output:
                         "confidence": r.confidence,
                         "mode": r.mode,
                         "probabilities": r.probabilities.tolist(),
+                        "several_digits": r.several_digits,
                     }
                 )
                 + "\n"
@@ -46,7 +55,7 @@ class Output:
 
     def number(self, n) -> None:
         if self.csv:
-            self.writer.writerow([n.source, n.number, f"{n.confidence:.6g}", "number", ""] + [""] * self.classes)
+            self.writer.writerow([n.source, n.number, f"{n.confidence:.6g}", "number", ""] + [""] * (self.classes + 1))
         else:
             self.file.write(
                 json.dumps(
@@ -62,7 +71,7 @@ class Output:
 
     def error(self, source: str, message: str) -> None:
         if self.csv:
-            self.writer.writerow([source, "", "", "", message] + [""] * self.classes)
+            self.writer.writerow([source, "", "", "", message] + [""] * (self.classes + 1))
         else:
             self.file.write(json.dumps({"path": source, "error": message}) + "\n")
 

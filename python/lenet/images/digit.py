@@ -148,12 +148,34 @@ def frame(page: Page, parts: list[Part]) -> Optional[tuple[np.ndarray, np.ndarra
     return out, np.array([x, y, w, h])
 
 
-def to_mnist(img: np.ndarray, source: str = "<array>") -> np.ndarray:
-    """One digit anywhere in ``img`` as an MNIST image: float32 (28, 28), 0..255.
-    Raises InputError ("no digit found") when there is none: a blank page, specks,
-    or only the edge of a desk, the paper or a shadow at the border."""
+# One digit asked for, several seen (``several_digits``): beside the digit that
+# ``find_digit`` takes (not above or below it) and on its line (the centres at most
+# SEVERAL_LINE of its height apart), ink at least SEVERAL_TALL as tall; or the digit itself
+# wider than SEVERAL_WIDE times its height (digits so close that they were taken for one's
+# broken strokes; MNIST's widest class averages 0.99 of its height).
+SEVERAL_TALL, SEVERAL_LINE, SEVERAL_WIDE = 0.6, 1.0, 1.6
+
+
+def several_digits(page: Page, digit: list[int]) -> bool:
+    """Whether ``page`` holds more than its digit of labels ``digit`` (``find_digit``): other
+    digits beside it, as in a number."""
+    x, y, w, h = union_box(page.boxes[digit])
+    if w > SEVERAL_WIDE * h:
+        return True
+    ids = page.ink_labels()
+    bx, by, bw, bh = page.boxes[ids[(page.side[ids] >= page.min_digit) & ~np.isin(ids, digit)]].T
+    beside = (bx >= x + w) | (bx + bw <= x)
+    return bool(np.any(beside & (bh >= SEVERAL_TALL * h) & (np.abs(2 * by + bh - 2 * y - h) <= 2 * SEVERAL_LINE * h)))
+
+
+def to_mnist(img: np.ndarray, source: str = "<array>") -> tuple[np.ndarray, bool]:
+    """One digit anywhere in ``img`` as an MNIST image: float32 (28, 28), 0..255; and
+    whether the image holds several digits (``several_digits``: that one is the largest).
+    Raises InputError ("no digit found") when there is none: a blank page, specks, or only
+    the edge of a desk, the paper or a shadow at the border."""
     page = Page(img, source)
-    drawn = frame(page, whole(page, find_digit(page)))
+    digit = find_digit(page)
+    drawn = frame(page, whole(page, digit))
     if drawn is None:  # pragma: no cover - a strong component always has ink
         raise InputError(f"{source}: no digit found")
-    return drawn[0]
+    return drawn[0], several_digits(page, digit)

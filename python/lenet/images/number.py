@@ -313,18 +313,25 @@ def _choose(pieces: list[Part], sides: np.ndarray, runs: list[_Run], probs: np.n
             boundary[i] += np.log(TOUCHING) + max(0, last[label].crossings - 1) * np.log(CROSSING)
         boundary[i] -= OVERLAP * _overlap(pieces[max(0, i - 2) : i], pieces[i : i + 2])
         last[p.label] = p
-    skip = [-np.inf if p.cut else -SKIP * (side / height) ** 2 for p, side in zip(pieces, sides)]
-    # best[j]: the score of the best reading of pieces 0..j-1; back[j]: the run that ends it (-1: a skip).
-    best, back = [0.0] + [-np.inf] * n, [-1] * (n + 1)
+    # A stray mark is skipped whole (SKIP): a component cut into pieces only with all of
+    # them (its pieces are adjacent), so that a mark wide enough to be cut can be left out.
+    first: dict[int, int] = {}
+    for k, p in enumerate(pieces):
+        first.setdefault(p.label, k)
+    # best[j]: the score of the best reading of pieces 0..j-1; back[j]: the run that ends it,
+    # or ~i where pieces i..j-1 are a mark skipped.
+    best, back = [0.0] + [-np.inf] * n, [0] * (n + 1)
     for j in range(1, n + 1):
-        best[j] = best[j - 1] + skip[j - 1]
+        if j == n or pieces[j].label != pieces[j - 1].label:  # the last piece of its component
+            i = first[pieces[j - 1].label]
+            best[j], back[j] = best[i] - SKIP * (sides[j - 1] / height) ** 2, ~i
         for i in range(j):
             if (i, j - 1) in score and best[i] + score[i, j - 1][0] + boundary[i] > best[j]:
                 best[j], back[j] = best[i] + score[i, j - 1][0] + boundary[i], score[i, j - 1][1]
     chosen, j = [], n
     while j > 0:
         if back[j] < 0:
-            j -= 1
+            j = ~back[j]
         else:
             chosen.append(back[j])
             j = runs[back[j]].i

@@ -15,8 +15,8 @@ photo is none of that. The steps, each a function or class of these three module
 3. ``Page``: the lines of ruled or squared paper taken out, and underlines
    (``rules``); the ink thresholded with hysteresis relative to its strongest
    strokes (paper texture and noise drop out), split into connected components;
-   specks, and the edges of the paper, a desk or a shadow at the image's border,
-   are set apart;
+   specks, and the edges of the paper, a desk or a shadow at the image's border (and
+   what lies past the sheet's edge, ``beyond_paper``), are set apart;
 4. ``digit.find_digit``: the largest component and the components beside it (a broken
    stroke); or, for a number, ``number.find_number``: every digit left to right, broken
    strokes joined, touching digits cut and stray marks left out where that gives the
@@ -161,6 +161,13 @@ BAND = 0.9
 # A band that spans the page from one side to the opposite one, on a page at least
 # ACROSS times as wide (tall) as the band is long, is no digit: no tight crop of a 1.
 ACROSS = 0.6
+# Beyond the paper (``beyond_paper``): a background seen past the sheet's edge (a
+# sweater above a webcam's sheet) is darker than BEYOND of the paper estimated under it,
+# where a shadow on the paper is 0.35 or more of it; it lies along the border
+# (BEYOND_CONTACT). A component with BEYOND_SHARE of its pixels there is the edge of
+# something, as a desk is (taking that ink out instead left the remnants of a grid's lines
+# beside a desk apart, and one was read as a 1).
+BEYOND, BEYOND_CONTACT, BEYOND_SHARE = 0.3, 0.5, 0.5
 # A page where more than this fraction is strokes at the coarse scale is lined (a
 # digit alone covers a few percent).
 LINED = 0.1
@@ -224,6 +231,32 @@ def _defocused(c: np.ndarray, strokes: np.ndarray, k: int, contrast: float) -> n
     if np.median(depth[deep] / np.maximum(valley_depth[deep], 1e-6)) >= BLUR_DEPTH:
         return np.zeros_like(strokes)
     return (valley > contrast).astype(np.uint8) & cv2.dilate(strokes, np.ones((wide, wide), np.uint8))
+
+
+def beyond_paper(c: np.ndarray, ground: np.ndarray, shape: tuple) -> Optional[np.ndarray]:
+    """A bool mask, at working size ``shape``, of what lies beyond the paper's edge on
+    coarse image ``c`` (dark ink) whose paper is ``ground`` (``paper``): regions darker
+    than BEYOND of the paper that lie along the border: their contact with it is
+    BEYOND_CONTACT of their outline within the image or more, where a bold stroke or loop
+    cut by the border has paper along both its sides. None where there is none."""
+    dark = (c < BEYOND * np.maximum(ground, 1)).astype(np.uint8)
+    if not dark.any():
+        return None
+    # Gaps of a pixel closed (a textured background is one region), no more: a window's
+    # closing joined a bold 8 to the desk beside it, and took it for the desk.
+    dark = cv2.morphologyEx(dark, cv2.MORPH_CLOSE, np.ones((3, 3), np.uint8))
+    count, labels = cv2.connectedComponents(dark, connectivity=8)
+    contact = sum(
+        np.bincount(side, minlength=count) for side in (labels[0], labels[-1], labels[1:-1, 0], labels[1:-1, -1])
+    )
+    outline = dark.astype(bool) & ~cv2.erode(dark, np.ones((3, 3), np.uint8), borderType=cv2.BORDER_REPLICATE).astype(
+        bool
+    )
+    along = contact >= BEYOND_CONTACT * np.bincount(labels[outline], minlength=count)
+    along[0] = False
+    if not along.any():
+        return None
+    return cv2.resize(along[labels].astype(np.uint8), (shape[1], shape[0]), interpolation=cv2.INTER_NEAREST) > 0
 
 
 def stroke_contrast(c: np.ndarray) -> float:
@@ -308,6 +341,13 @@ SPECK, SPECK_MIN = 0.015, 5
 # band along one side has at least half, a digit cut by the border a stroke's width.
 # An image no larger than CROP_SIDE px is a crop of one digit: it has no such edges.
 EDGE_CONTACT, CROP_SIDE = 0.2, 64
+# Unless it encloses bare paper over LOOP of its box or more and touches the border
+# along less than LOOP_CONTACT of its box's perimeter: a bold loop filling the frame (a
+# brush 0 on a canvas touches it along 0.21 and encloses 0.43). On 530 blank pages
+# (photo_fixtures' at seeds 3-12, 200; make.py's kinds at seeds 97-99, 330) no edge encloses
+# more than 0.014 of its box, and a desk all round the page touches the border along 0.53
+# or more; none reads as a digit with the rule that did not before.
+LOOP, LOOP_CONTACT = 0.1, 0.4
 
 
 class Page:
@@ -335,13 +375,17 @@ class Page:
         self._gray = p
         c = _coarse(p)
         self.contrast = stroke_contrast(c if self.dark else 255 - c)
-        coarse, noise_sd, floor = self._paper(c, p, self.contrast), NOISE, self.contrast
+        first = paper(c, self.contrast)
+        # A crop of one digit (CROP_SIDE) may be all ink to its edges: nothing lies beyond it.
+        self._beyond = None if max(self.full.shape) <= CROP_SIDE else beyond_paper(c, first, p.shape)
+        coarse, noise_sd, floor = self._at_work_size(first, p), NOISE, self.contrast
         try:
             self._threshold(p, coarse, noise_sd, floor)
         except InputError:  # nothing reaches the contrast: faint strokes taken for paper? (FAINT_MASK)
             if self.contrast != STROKE_CONTRAST or self.ruled:  # a dim or ruled page: not faint ink (FAINT_MASK)
                 raise
-            coarse, noise_sd, floor = self._paper(c, p, FAINT_MASK * self.contrast), FAINT_NOISE, FAINT_FLOOR
+            coarse = self._at_work_size(paper(c, FAINT_MASK * self.contrast), p)
+            noise_sd, floor = FAINT_NOISE, FAINT_FLOOR
             self._threshold(p, coarse, noise_sd, floor)
         # The coarse paper cannot follow a sharp change of light (the edge of a shadow
         # across the page): beside it, bare paper reads as ink. A grey closing follows
@@ -375,10 +419,9 @@ class Page:
             vars(self).update(before)
 
     @staticmethod
-    def _paper(c: np.ndarray, p: np.ndarray, contrast: float) -> np.ndarray:
-        """The paper under working image ``p`` (``paper`` of its coarse image ``c``,
-        masking what is darker by ``contrast``), smoothed and at working size."""
-        bg = cv2.GaussianBlur(paper(c, contrast), (0, 0), 1.0)
+    def _at_work_size(coarse: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """The coarse paper ``coarse`` (``paper``) smoothed and at the size of working image ``p``."""
+        bg = cv2.GaussianBlur(coarse, (0, 0), 1.0)
         return cv2.resize(bg, (p.shape[1], p.shape[0]), interpolation=cv2.INTER_LINEAR)
 
     def _threshold(self, p: np.ndarray, ground: np.ndarray, noise_sd: float, floor: float) -> None:
@@ -450,7 +493,14 @@ class Page:
             + np.bincount(labels[1:-1, -1], minlength=count)
         )
         edge = contact >= EDGE_CONTACT * 2 * (self.boxes[:, 2] + self.boxes[:, 3])
+        if self._beyond is not None:  # ink mostly past the sheet's edge: a background's
+            inside = np.bincount(labels[self._beyond], minlength=count)
+            edge |= inside >= BEYOND_SHARE * np.bincount(labels.ravel(), minlength=count)
         edge[0] = False
+        # A bold loop that fills the frame (a brush 0 on a canvas) touches it as much as
+        # a desk does; but it encloses bare paper, which no edge of a desk or a shadow does.
+        for i in np.nonzero(edge & (contact < LOOP_CONTACT * 2 * (self.boxes[:, 2] + self.boxes[:, 3])))[0]:
+            edge[i] = not self._encloses_paper(i)
         # A band (a line, a shadow's edge) that reaches the border is the edge of
         # something when it crosses the page (a ruled line not found as one, a fold) or
         # when the paper on its two sides differs (a shadow's edge, whole or in pieces).
@@ -465,6 +515,23 @@ class Page:
                 crosses = (bh == h and bh * ACROSS <= w) if bh >= bw else (bw == w and bw * ACROSS <= h)
                 edge[i] = crosses or min(sides) <= (1 - EDGE_STEP) * max(sides)
         return edge
+
+    def _encloses_paper(self, label: int) -> bool:
+        """Whether component ``label`` encloses a hole of bare paper (a loop): LOOP of its
+        box or more, with no other ink in it."""
+        x, y, w, h = self.boxes[label]
+        labels = self.labels[y : y + h, x : x + w]
+        mine = (labels == label).astype(np.uint8)
+        contours, hierarchy = cv2.findContours(mine, cv2.RETR_CCOMP, cv2.CHAIN_APPROX_SIMPLE)
+        for contour, (_, _, _, parent) in zip(contours, hierarchy[0] if hierarchy is not None else ()):
+            if parent >= 0 and cv2.contourArea(contour) >= LOOP * w * h:
+                hole = np.zeros_like(mine)
+                cv2.drawContours(hole, [contour], 0, 1, -1)
+                hole &= 1 - mine
+                inside = np.unique(labels[hole > 0])
+                if not (self.area[inside[inside > 0]] > 0).any():  # no ink but specks
+                    return True
+        return False
 
     def _band_sides(self, label: int) -> Optional[tuple[float, float]]:
         """For component ``label``, if it is a band (a single run of ink across it in

@@ -107,21 +107,25 @@ class Rows:
     ``x``: (n, h, w, c) pixels 0..255, uint8 when every row is an image as it was given,
     else float32; ``item``: the index of the input each row came from; ``sub``: its
     place among that input's images (a batch array gives several); ``source``: its
-    label ("path", "<array>[3]"); ``mode``: the path it took, "mnist" or "photo"."""
+    label ("path", "<array>[3]"); ``mode``: the path it took, "mnist" or "photo";
+    ``several``: bool per row, whether the photo path saw several digits where it framed
+    one (``digit.to_mnist``), or None where no row did."""
 
-    __slots__ = ("x", "item", "sub", "source", "mode")
+    __slots__ = ("x", "item", "sub", "source", "mode", "several")
 
-    def __init__(self, x: np.ndarray, item, sub, source: list, mode: list):
+    def __init__(self, x: np.ndarray, item, sub, source: list, mode: list, several=None):
         self.x, self.source, self.mode = x, source, mode
         self.item = np.asarray(item, np.intp)
         self.sub = np.asarray(sub, np.intp)
+        self.several = None if several is None or not np.any(several) else np.asarray(several, bool)
         assert len(self.x) == len(self.item) == len(self.sub) == len(source) == len(mode)
+        assert self.several is None or len(self.several) == len(self.item)
 
     @staticmethod
     def one(x: np.ndarray, source: str, mode: str) -> "Rows":
         """One row (x: (1, h, w, c)) of input 0."""
         rows = Rows.__new__(Rows)
-        rows.x, rows.item, rows.sub, rows.source, rows.mode = x, _ZERO, _ZERO, [source], [mode]
+        rows.x, rows.item, rows.sub, rows.source, rows.mode, rows.several = x, _ZERO, _ZERO, [source], [mode], None
         return rows
 
     @staticmethod
@@ -140,6 +144,7 @@ class Rows:
             self.sub[index],
             [self.source[i] for i in picks],
             [self.mode[i] for i in picks],
+            None if self.several is None else self.several[index],
         )
 
     @staticmethod
@@ -156,6 +161,9 @@ class Rows:
             np.concatenate([p.sub for p in parts]),
             [s for p in parts for s in p.source],
             [m for p in parts for m in p.mode],
+            None
+            if all(p.several is None for p in parts)
+            else np.concatenate([np.zeros(len(p), bool) if p.several is None else p.several for p in parts]),
         )
 
     def in_item_order(self) -> "Rows":
@@ -242,17 +250,19 @@ def images_of(
     )
 
 
-def _prepare_one(img: np.ndarray, h: int, w: int, c: int, mode: str, source: str) -> tuple[np.ndarray, str]:
-    """One image to float32 (h, w, c) pixels 0..255, and the path it took."""
+def _prepare_one(img: np.ndarray, h: int, w: int, c: int, mode: str, source: str) -> tuple[np.ndarray, str, bool]:
+    """One image to float32 (h, w, c) pixels 0..255, the path it took, and whether the
+    photo path saw several digits in it."""
     need_cv2()
     if mode == "auto":
         mode = "mnist" if img.shape[:2] == (h, w) and dark_ground(img[None])[0] else "photo"
+    several = False
     with _opencv_errors(source, img, mode):
         if mode == "photo":
             from . import digit  # the photo path, and OpenCV, on its first photo
 
-            img = digit.to_mnist(img, source)
-        return fit(img, h, w, c, source), mode
+            img, several = digit.to_mnist(img, source)
+        return fit(img, h, w, c, source), mode, several
 
 
 @contextlib.contextmanager
@@ -444,15 +454,16 @@ def prepare(
             errors.append((where[i][0], got))
             continue
         done_x.append(got[0])
-        done.append((i, got[1]))
+        done.append((i, *got[1:]))
     if done:
         parts.append(
             Rows(
                 np.stack(done_x),
-                [where[i][0] for i, _ in done],
-                [where[i][1] for i, _ in done],
-                [sources[i] for i, _ in done],
-                [m for _, m in done],
+                [where[i][0] for i, _, _ in done],
+                [where[i][1] for i, _, _ in done],
+                [sources[i] for i, _, _ in done],
+                [m for _, m, _ in done],
+                [several for _, _, several in done],
             )
         )
 

@@ -116,18 +116,22 @@ def ruled_lines(ink: np.ndarray, threshold: float) -> Optional[np.ndarray]:
 
 # An underline (or a dash, a crossing-out) is a horizontal run of ink UNDERLINE times
 # longer than the ink's usual height (the median height of its components that are
-# taller than wide: digits), no taller than UNDERLINE_THICK of that height; a digit's
+# taller than wide, digits, each counted by its pixels), no taller than UNDERLINE_THICK of that height; a digit's
 # own bars (a 7's, a 2's foot) are shorter.
 UNDERLINE, UNDERLINE_THICK = 1.4, 0.3
 
 
 def underlines(ink: np.ndarray, stats: np.ndarray) -> Optional[np.ndarray]:
     """A bool mask of the underlines in binary ``ink`` (components ``stats``), or None."""
-    w, h = stats[1:, 2], stats[1:, 3]
-    upright = h[(h >= w) & (h >= 5)]
-    if upright.size == 0:
+    w, h, area = stats[1:, 2], stats[1:, 3], stats[1:, 4]
+    upright = (h >= w) & (h >= 5)
+    if not upright.any():
         return None
-    height = float(np.median(upright))
+    # Weighed by their ink, so that many specks (the texture of a background past the
+    # sheet's edge) do not make the usual height theirs.
+    order = np.argsort(h[upright], kind="stable")
+    weight = np.cumsum(area[upright][order])
+    height = float(h[upright][order][np.searchsorted(weight, weight[-1] / 2)])
     length = int(UNDERLINE * height)
     if length >= ink.shape[1]:
         return None

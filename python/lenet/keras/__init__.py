@@ -31,25 +31,11 @@ import numpy as np
 
 from .._native import _core
 from ..errors import Error, ModelFileError, ModelFileNotFoundError, UnsupportedModelError
+from ..shipped import SHIPPED_MODELS, shipped_weights  # noqa: F401 (lenet.keras's names too)
 from ..spec import ModelSpec
 from . import config, h5_guard, hdf5, keras3_h5, keras_zip, legacy_h5
 
-SHIPPED_MODELS = ("lenet5", "lenet-keras", "lenet-tf")
 PathLike = Union[str, "os.PathLike[str]"]
-
-
-def shipped_weights(name: str) -> Path:
-    """Path of the shipped full-model file of ``name`` (one of ``SHIPPED_MODELS``)."""
-    if name not in SHIPPED_MODELS:
-        raise ModelFileError(f"unknown shipped model {name!r}; the shipped models are {', '.join(SHIPPED_MODELS)}")
-    package = Path(__file__).resolve().parent.parent
-    # Installed: the package's weights/ (CMake installs them there). An editable install runs
-    # the checkout's python/lenet/, beside which the checkout keeps them: weights/.
-    for folder in (package / "weights", package.parent.parent / "weights"):
-        if (folder / f"{name}.h5").is_file():
-            return folder / f"{name}.h5"
-    path = package / "weights" / f"{name}.h5"
-    raise ModelFileError(f"{path}: the shipped model file {name!r} is missing from the installation")
 
 
 def read_model(path: PathLike, arch: Any = None) -> ModelSpec:

@@ -258,11 +258,23 @@ def _json_response():
     return JSON
 
 
+# The reply's note where an image holds several digits (Result.several_digits).
+SEVERAL_DIGITS = "several digits seen: POST /v1/read-number reads them as a number"
+
+
 def _answer(r: Result, top_k: int, with_image: bool) -> dict:
     """A Result as the API answers it. NumPy float32 values as they are: the JSON (orjson)
     writes each as the shortest decimal that reads back to the same float32."""
     p = r.probabilities
-    answer: dict = {"digit": r.digit, "confidence": p[r.digit], "mode": r.mode, "probabilities": p}
+    answer: dict = {
+        "digit": r.digit,
+        "confidence": p[r.digit],
+        "mode": r.mode,
+        "probabilities": p,
+        "several_digits": r.several_digits,
+    }
+    if r.several_digits:  # one digit asked for, a number seen: the digit is one of them
+        answer["note"] = SEVERAL_DIGITS
     if top_k > 1:
         order = np.argsort(-p, kind="stable")[:top_k]
         answer["top"] = [{"digit": int(d), "probability": p[d]} for d in order]
