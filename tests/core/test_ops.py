@@ -953,12 +953,40 @@ def test_convolutions_give_the_same_bits_on_every_path(h, w, ci, convs, act, ker
 @pytest.mark.parametrize("n", [1, 2, 3])
 @pytest.mark.parametrize("inputs,units", [(1, 10), (2, 16), (7, 17), (37, 84), (400, 120), (131, 130), (192, 1024)])
 def test_dense_on_few_images(inputs, units, n, kernels):
-    # One image: the inputs summed in several runs apart (lengths not a multiple of the
-    # runs, fewer inputs than runs), blocks of channels four at a time, then one by one;
-    # two or three: four blocks a pass.
+    # One to three images: the inputs summed in runs apart (lengths not a multiple of
+    # the runs, fewer inputs than runs), four vectors of channels a pass, then the rest.
     x = RNG.standard_normal((n, inputs)).astype(np.float32)
     w = (RNG.standard_normal((inputs, units)) / math.sqrt(inputs)).astype(np.float32)
     b = RNG.standard_normal(units).astype(np.float32)
     got = run([layer("dense", units=units, activation="relu", weights=w, bias=b)], x, kernels=kernels)
     want = np.maximum(x.astype(np.float64) @ w + b, 0)
     np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
+
+
+# The direct kernel sets ("blas" and "nchw", the GPU's layout, take SGEMV for one image
+# and SGEMM for more, which sum apart, as cuBLAS does).
+DIRECT_KERNELS = [k for k in KERNELS if k not in ("blas", "nchw")]
+
+
+@pytest.mark.parametrize("kernels", DIRECT_KERNELS)
+@pytest.mark.parametrize("inputs,units", [(1, 10), (7, 17), (400, 120), (131, 130), (3136, 40)])
+def test_dense_rows_are_the_same_bits_in_any_batch(inputs, units, kernels):
+    # A row's sums take the same order whatever tile, pass or thread split computes them:
+    # alone, in a batch of few images (runs apart) or of many (runs one after another).
+    x = RNG.standard_normal((37, inputs)).astype(np.float32)
+    w = (RNG.standard_normal((inputs, units)) / math.sqrt(inputs)).astype(np.float32)
+    b = RNG.standard_normal(units).astype(np.float32)
+    layers = [layer("dense", units=units, activation="relu", weights=w, bias=b)]
+    alone = np.concatenate([run(layers, x[i : i + 1], kernels=kernels) for i in range(37)])
+    for n, threads in [(2, 1), (3, 2), (4, 1), (16, 2), (37, 1), (37, 2)]:
+        np.testing.assert_array_equal(run(layers, x[:n], kernels=kernels, threads=threads), alone[:n])
+
+
+@pytest.mark.parametrize("kernels", DIRECT_KERNELS)
+@pytest.mark.parametrize("name", ["lenet5", "lenet-keras", "lenet-tf"])
+def test_shipped_models_answer_an_image_alone_as_in_a_batch(name, kernels):
+    engine = lenet.Engine(lenet.shipped_weights(name), device="cpu", threads=2, cpu_kernels=kernels)
+    x = RNG.random((20, 28, 28, 1), dtype=np.float32)
+    alone = np.concatenate([engine.predict_proba(x[i : i + 1]) for i in range(20)])
+    for n in (2, 3, 17, 20):
+        np.testing.assert_array_equal(engine.predict_proba(x[:n]), alone[:n])

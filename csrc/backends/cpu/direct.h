@@ -97,9 +97,9 @@ struct KernelTable {
     // lose the broadcast of each input to both rows of a pooled tile (measured).
     bool planar_conv;
     void (*conv)(const ConvArgs&);
-    // A dense layer (conv's 1x1 form) on a few images: each image alone, its inputs
-    // summed in several runs so that one image still has independent sums.
-    void (*dense_few)(const ConvArgs&);
+    // A dense layer (conv's 1x1 form over n images): each sum in runs apart, so that
+    // one image still has independent sums; the same bits at every batch size.
+    void (*dense)(const ConvArgs&);
     // Stride 1 on `width` images at once, interleaved (value v of image l at
     // v * width + l: x is (ih, iw, ci) so, padded), a lane per image: every lane holds an
     // output whatever the channel counts. Optionally the fused pool. The same sums, in

@@ -251,68 +251,126 @@ void conv(const ConvArgs& a) {
     if (cb < blocks) conv_blocks<1>(a, cb);
 }
 
-// A dense layer on one image (a 1x1 convolution over one pixel): the conv tiles'
-// accumulators are pixels x blocks, here one pixel and two blocks, so every sum
-// waited on the multiply-add before it (its latency, 4 cycles, against 2 issued a
-// cycle). Here S runs of the inputs are summed apart, for B blocks at once, and
-// added in a fixed order at the end: B x S independent sums, enough to cover the
-// latency on every set, while each weight is still read once.
-template <int B, int S>
-void dense_pass(const ConvArgs& a, int px, int cb0) {
-    constexpr int NV = B * kPerBlock;
+// Dense layers (a 1x1 convolution over n "pixels", the images). Each sum takes its
+// inputs in kDenseRuns runs (len = k / kDenseRuns inputs each, the last also those
+// past them), each run summed apart in input order, the runs added in order, then
+// the bias. On one image the runs are independent chains (with 4 vectors, 8 of them:
+// a chain waits on its multiply-add, 4 cycles, and 2 issue a cycle); on a tile of
+// many images, where the tile's own sums are chains enough, the runs follow one
+// another, so that the tile can hold as many images as conv_tile's and each weight
+// (streamed from L2 for the larger layers) serves them all. Both are the same sums in
+// the same order, whatever the tile, the batch or the thread split: an image's row is
+// the same bits alone or in any batch.
+constexpr int kDenseRuns = 2;
+
+// Output vectors [v0, v0 + NV) (kWidth channels each; a packed block of 16 channels
+// is kPerBlock of them) of images [px0, px0 + P); the runs Apart (interleaved) or
+// one after another.
+template <int P, int NV, bool Apart>
+void dense_tile(const ConvArgs& a, int px0, int v0) {
+    constexpr int S = kDenseRuns, R = Apart ? S : 1;  // runs in registers at once
     const int k = a.ci, len = k / S;
     const size_t block = size_t(k) * kLanes;
-    const float* x = a.x + size_t(px) * a.ci;
-    const float* w = a.w + size_t(cb0) * block;
-    V acc[S][NV];
-#pragma GCC unroll 8
-    for (int s = 0; s < S; ++s)
+    const float* x = a.x + size_t(px0) * k;
+    const float* w[NV];
 #pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v) acc[s][v] = V{};
-    for (int j = 0; j < len; ++j)
-#pragma GCC unroll 8
-        for (int s = 0; s < S; ++s) {
-            const int i = s * len + j;
-            const float xi = x[i];
+    for (int v = 0; v < NV; ++v) w[v] = a.w + size_t((v0 + v) / kPerBlock) * block + ((v0 + v) % kPerBlock) * kWidth;
+    V acc[R][P][NV], sum[P][NV];
+    const auto zero = [&]() __attribute__((always_inline)) {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+            for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+                for (int v = 0; v < NV; ++v) acc[r][p][v] = V{};
+    };
+    const auto term = [&](int r, int i) __attribute__((always_inline)) {
+        V wi[NV];
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) wi[v] = load(w[v] + size_t(i) * kLanes);
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p) {
+            const float xi = x[size_t(p) * k + i];
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v) acc[r][p][v] += xi * wi[v];
+        }
+    };
+    // sum = run 0, then sum += run s in order.
+    const auto add = [&](int r, bool first) __attribute__((always_inline)) {
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p)
 #pragma GCC unroll 16
             for (int v = 0; v < NV; ++v)
-                acc[s][v] += xi * load(w + (v / kPerBlock) * block + size_t(i) * kLanes + (v % kPerBlock) * kWidth);
+                if (first)
+                    sum[p][v] = acc[r][p][v];
+                else
+                    sum[p][v] += acc[r][p][v];
+    };
+    if constexpr (Apart) {
+        zero();
+        for (int j = 0; j < len; ++j)
+#pragma GCC unroll 4
+            for (int s = 0; s < S; ++s) term(s, s * len + j);
+        for (int i = S * len; i < k; ++i) term(S - 1, i);  // the inputs past S equal runs
+        add(0, true);
+#pragma GCC unroll 4
+        for (int s = 1; s < S; ++s) add(s, false);
+    } else {
+        const auto run = [&](int s) __attribute__((always_inline)) {
+            zero();
+            const int end = s == S - 1 ? k : (s + 1) * len;
+            for (int i = s * len; i < end; ++i) term(0, i);
+        };
+        run(0);
+        add(0, true);
+        for (int s = 1; s < S; ++s) {
+            run(s);
+            add(0, false);
         }
-    for (int i = S * len; i < k; ++i) {  // the inputs past S equal runs
-        const float xi = x[i];
-#pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v)
-            acc[S - 1][v] += xi * load(w + (v / kPerBlock) * block + size_t(i) * kLanes + (v % kPerBlock) * kWidth);
     }
-    const int left = a.co - cb0 * kLanes;
-    float* y = a.y + size_t(px) * a.ldy + cb0 * kLanes;
 #pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) {
-        if (v * kWidth >= left) break;
-        V m = acc[0][v];
-#pragma GCC unroll 8
-        for (int s = 1; s < S; ++s) m += acc[s][v];
-        m += load(a.bias + cb0 * kLanes + v * kWidth);
-        if (a.relu) m = m < 0.f ? 0.f : m;  // NaN stays NaN, as in TensorFlow
-        store(y + v * kWidth, m, left - v * kWidth);
+    for (int p = 0; p < P; ++p) {
+        float* y = a.y + size_t(px0 + p) * a.ldy;
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) {
+            const int c = (v0 + v) * kWidth;
+            if (c >= a.co) break;
+            V m = sum[p][v] + load(a.bias + c);
+            if (a.relu) m = m < 0.f ? 0.f : m;  // NaN stays NaN, as in TensorFlow
+            store(y + c, m, a.co - c);
+        }
     }
 }
 
-// Independent sums per pass: the FMA latency times the FMAs issued a cycle.
-constexpr int kChainsNeeded = 8;
-template <int B>
-constexpr int dense_splits() {
-    return std::max(1, kChainsNeeded / (B * kPerBlock));
+using DenseFn = void (*)(const ConvArgs&, int, int);
+template <int NV, bool Apart, size_t... I>
+constexpr std::array<DenseFn, sizeof...(I)> dense_tiles(std::index_sequence<I...>) {
+    return {&dense_tile<int(I) + 1, NV, Apart>...};
 }
 
-void dense_few(const ConvArgs& a) {
-    const int blocks = (a.co + kLanes - 1) / kLanes;
-    constexpr int wide = kPerBlock == 1 ? 4 : 2;  // blocks a pass: accumulators and weights fit the registers
-    for (int px = 0; px < a.ow; ++px) {
-        int cb = 0;
-        for (; cb + wide <= blocks; cb += wide) dense_pass<wide, dense_splits<wide>()>(a, px, cb);
-        for (; cb < blocks; ++cb) dense_pass<1, dense_splits<1>()>(a, px, cb);
+// Every image for output vectors [v0, v0 + NV), in tiles of as many images as the
+// accumulators allow.
+template <int NV, bool Apart>
+void dense_vectors(const ConvArgs& a, int v0) {
+    constexpr int most = std::max(1, std::min(kMaxTile, kAccBudget / ((Apart ? kDenseRuns : 1) * NV)));
+    static constexpr auto table = dense_tiles<NV, Apart>(std::make_index_sequence<most>());
+    const int p = even_split(a.ow, most);
+    for (int px = 0; px < a.ow; px += p) table[std::min(p, a.ow - px) - 1](a, px, v0);
+}
+
+void dense(const ConvArgs& a) {
+    const int vectors = (a.co + kWidth - 1) / kWidth;
+    int v = 0;
+    if (a.ow < 4) {  // few images: four vectors a pass, the runs apart
+        for (; v + 4 <= vectors; v += 4) dense_vectors<4, true>(a, v);
+        if (vectors - v == 3) dense_vectors<3, true>(a, v);  // the rest in one pass
+        if (vectors - v == 2) dense_vectors<2, true>(a, v);
+        if (vectors - v == 1) dense_vectors<1, true>(a, v);
+        return;
     }
+    constexpr int wide = kBlocksPerPass * kPerBlock;  // conv's passes: 2 AVX-512 or AVX2 vectors, 4 SSE
+    for (; v + wide <= vectors; v += wide) dense_vectors<wide, false>(a, v);
+    for (; v < vectors; ++v) dense_vectors<1, false>(a, v);
 }
 
 // Convolutions with few output channels (every LeNet's first layer, and small
@@ -443,7 +501,10 @@ void rows_pool_tiles(const ConvArgs& a, int oy0, int oy1, int c0, int co0) {
                     rows[F] = t > u ? t : u;
                 }
                 m[g][0] = pool_pairs(rows[0], rows[vecs > 1 ? 1 : 0]);
-                if constexpr (vecs == 3) m[g][1] = pool_pairs(rows[2], rows[2]);
+                if constexpr (vecs == 3)
+                    m[g][1] = pool_pairs(rows[2], rows[2]);
+                else
+                    m[g][1] = V{};  // copied whole below
 #pragma GCC unroll 2
                 for (int k = 0; k < (vecs + 1) / 2; ++k) {
                     m[g][k] += bias[g];  // max(a) + b = max(a + b)
@@ -884,7 +945,7 @@ float mac_loop(int64_t iters) {
 extern const KernelTable LENET_CAT(kTable_, LENET_ISA);
 const KernelTable LENET_CAT(kTable_, LENET_ISA) = {
     LENET_STR(LENET_ISA),       LENET_ISA::kWidth,      LENET_ISA::kWidth == 16,
-    &LENET_ISA::conv,           &LENET_ISA::dense_few,
+    &LENET_ISA::conv,           &LENET_ISA::dense,
 #if defined(__AVX512F__)
     &LENET_ISA::conv_il,        &LENET_ISA::interleave, &LENET_ISA::deinterleave,
 #else
