@@ -117,6 +117,11 @@ public:
         (void)step, (void)next, (void)constants, (void)capacity;
         return nullptr;
     }
+    // Told, as a plan is built, of each kernel whose output only the next kernel
+    // reads, as its only input: the two may agree to hand that value over in a layout
+    // of their own (the buffer keeps its size; no one else sees it). By default they
+    // keep the backend's layout.
+    virtual void link(Kernel& producer, Kernel& consumer) { (void)producer, (void)consumer; }
     // One kernel running the whole network (every step, in order, from the network's
     // input to its output), or null with *why saying why not (empty: this backend has
     // none). The executor asks first, then falls back to a kernel per step.

@@ -86,6 +86,10 @@ void Executor::build_step_nodes(Plan& plan, int capacity, std::vector<int64_t>& 
         plan.nodes.push_back(std::move(node));
         i = last + 1;
     }
+    // A value only the next node reads: the backend may pick its layout (Backend::link).
+    for (size_t k = 0; k + 1 < plan.nodes.size(); ++k)
+        if (readers[plan.nodes[k].last] == 1 && plan.nodes[k + 1].inputs == std::vector<int>{int(k)})
+            backend_->link(*plan.nodes[k].kernel, *plan.nodes[k + 1].kernel);
 }
 
 namespace {

@@ -241,7 +241,7 @@ FUSED_CASES = [
 
 @pytest.mark.parametrize("kernels", KERNELS)
 @pytest.mark.parametrize("h,w,ci,co,k,pad,act", FUSED_CASES)
-@pytest.mark.parametrize("n,threads", [(1, 1), (1, 2), (5, 2)])
+@pytest.mark.parametrize("n,threads", [(1, 1), (1, 2), (5, 2), (40, 1)])
 def test_conv_then_max_pool(h, w, ci, co, k, pad, act, n, threads, kernels):
     x, wt, b = conv_inputs(RNG, n, h, w, ci, co, k)
     got = run(
@@ -860,3 +860,133 @@ def test_conv1d_is_a_conv_of_height_one():
     conv = ref_conv(x[:, None], w[None], None, (1, 2), "same", "linear")[:, 0]  # (2, 10, 5)
     want = conv.reshape(2, 5, 2, 5).max(axis=2).mean(axis=1)
     np.testing.assert_allclose(run(layers, x), want, atol=2e-5, rtol=1e-5)
+
+
+# ------------------------------------------------------------------ the direct kernels' fast paths (issue 54)
+
+CHAIN_CASES = [
+    # h, w, ci, (co, k, padding, pooled) per convolution, act: convolutions back to back,
+    # which the direct sets hand over row-planar where the first runs vectors along the rows
+    (28, 28, 1, [(6, 5, "same", True), (16, 5, "valid", True)], "relu"),  # lenet5: rows -> channels
+    (28, 28, 1, [(5, 5, "valid", True), (12, 5, "valid", True)], "relu"),  # lenet-keras: 24 wide, then 8 wide
+    (20, 20, 1, [(4, 3, "valid", True), (3, 3, "same", True)], "tanh"),  # 'same' after: a row-planar border copy
+    (19, 17, 1, [(7, 4, "valid", True), (20, 3, "valid", False)], "relu"),  # unpooled after: channels, one row a tile
+    (18, 90, 1, [(3, 3, "valid", True), (5, 3, "valid", True), (9, 2, "valid", True)], "linear"),  # three, wide rows
+    (16, 16, 2, [(9, 3, "same", True), (17, 3, "valid", True)], "relu"),  # 9 channels: two groups; 17: two blocks
+    (6, 6, 1, [(2, 3, "valid", True), (3, 1, "valid", True)], "relu"),  # 2x2 conv outputs: a pair in a vector
+    (13, 11, 1, [(5, 3, "valid", True), (4, 2, "valid", True)], "tanh"),  # odd sizes: pools drop a row, a column
+    (12, 12, 1, [(4, 3, "valid", True), (40, 3, "valid", False)], "relu"),  # 40 channels after: no images in lanes
+]
+
+
+def _chain(ci, convs, act, rng):
+    """Per convolution: a function making its layers (the conv, and the pool when pooled),
+    and its weights, bias, padding and pooling for the NumPy reference."""
+    parts = []
+    for co, k, pad, pooled in convs:
+        wt = (rng.standard_normal((k, k, ci, co)) / math.sqrt(k * k * ci)).astype(np.float32)
+        b = rng.standard_normal(co).astype(np.float32)
+
+        def make(wt=wt, b=b, k=k, co=co, pad=pad, pooled=pooled):
+            conv = layer(
+                "conv2d", kernel=(k, k), same_padding=pad == "same", filters=co, activation=act, weights=wt, bias=b
+            )
+            return [conv] + ([layer("max_pool2d", kernel=(2, 2), strides=(2, 2))] if pooled else [])
+
+        parts.append((make, (wt, b, pad, pooled)))
+        ci = co
+    return parts
+
+
+def _chain_reference(x, parts, act):
+    for _, (wt, b, pad, pooled) in parts:
+        x = ref_conv(x, wt, b, (1, 1), pad, act)
+        if pooled:
+            x = ref_pool(x, (2, 2), (2, 2), "valid", "max")
+    return x
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("h,w,ci,convs,act", CHAIN_CASES)
+@pytest.mark.parametrize("n,threads", [(1, 1), (1, 2), (5, 2), (70, 2)])
+def test_convolutions_back_to_back(h, w, ci, convs, act, n, threads, kernels):
+    rng = np.random.default_rng(54)
+    parts = _chain(ci, convs, act, rng)
+    x = rng.standard_normal((n, h, w, ci)).astype(np.float32)
+    got = run([l for make, _ in parts for l in make()], x, threads=threads, kernels=kernels)
+    np.testing.assert_allclose(got, _chain_reference(x, parts, act).reshape(n, -1), atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kernels", [k for k in KERNELS if k not in ("blas", "nchw")])
+@pytest.mark.parametrize("h,w,ci,convs,act", CHAIN_CASES)
+def test_convolutions_give_the_same_bits_on_every_path(h, w, ci, convs, act, kernels):
+    # Every direct kernel sums a convolution's terms in one order (ky, kx, then the input
+    # channel), whichever way it vectorizes: a chain whose convolutions hand their values
+    # over row-planar or interleaved answers, to the bit, as its layers run one network
+    # each on NHWC, and as each image alone (images in lanes for the whole groups of 35:
+    # two of 16 on AVX-512, then 3 alone).
+    rng = np.random.default_rng(5)
+    parts = _chain(ci, convs, act, rng)
+    x = rng.standard_normal((35, h, w, ci)).astype(np.float32)
+    ex = _core.Executor(network([l for make, _ in parts for l in make()], x.shape[1:]), "cpu", 1, cpu_kernels=kernels)
+    chained = ex.run(x).reshape(35, -1)
+    facts = [k for plan in ex.describe() for k in plan["kernels"]]
+    assert facts[1].get("input") == facts[0].get("output")
+    # One input channel: the first convolution runs vectors along the rows, and hands over
+    # to a row kernel, or to a channel kernel where that reads row-planar faster (AVX-512).
+    isa = KERNELS[0] if kernels == "auto" else kernels
+    linked = ci == 1 and (facts[1]["vectors"] == "rows" or isa == "avx512")
+    assert (facts[0].get("output") == "row-planar") == linked
+    # Images in lanes on AVX-512 for convolutions of up to 32 output channels.
+    lanes = isa == "avx512" and convs[0][0] <= 32 and convs[1][0] <= 32
+    assert (facts[0].get("interleaved") == "out") == lanes
+    y = x
+    for make, _ in parts:
+        shape = _chain_reference(y[:1].astype(np.float64), [(make, _)], act).shape[1:]
+        y = run(make(), y, kernels=kernels).reshape((len(y),) + shape)
+    np.testing.assert_array_equal(chained, y.reshape(35, -1))
+    alone = np.concatenate([ex.run(x[i : i + 1]).reshape(1, -1) for i in range(0, 35, 4)])
+    np.testing.assert_array_equal(chained[::4], alone)
+
+
+@pytest.mark.parametrize("kernels", KERNELS)
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("inputs,units", [(1, 10), (2, 16), (7, 17), (37, 84), (400, 120), (131, 130), (192, 1024)])
+def test_dense_on_few_images(inputs, units, n, kernels):
+    # One to three images: the inputs summed in runs apart (lengths not a multiple of
+    # the runs, fewer inputs than runs), four vectors of channels a pass, then the rest.
+    x = RNG.standard_normal((n, inputs)).astype(np.float32)
+    w = (RNG.standard_normal((inputs, units)) / math.sqrt(inputs)).astype(np.float32)
+    b = RNG.standard_normal(units).astype(np.float32)
+    got = run([layer("dense", units=units, activation="relu", weights=w, bias=b)], x, kernels=kernels)
+    want = np.maximum(x.astype(np.float64) @ w + b, 0)
+    np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5)
+
+
+# The direct kernel sets ("blas" and "nchw", the GPU's layout, take SGEMV for one image
+# and SGEMM for more, which sum apart, as cuBLAS does).
+DIRECT_KERNELS = [k for k in KERNELS if k not in ("blas", "nchw")]
+
+
+@pytest.mark.parametrize("kernels", DIRECT_KERNELS)
+@pytest.mark.parametrize("inputs,units", [(1, 10), (7, 17), (400, 120), (131, 130), (3136, 40)])
+def test_dense_rows_are_the_same_bits_in_any_batch(inputs, units, kernels):
+    # A row's sums take the same order whatever tile, pass or thread split computes them:
+    # alone, in a batch of few images (runs apart) or of many (runs one after another).
+    x = RNG.standard_normal((37, inputs)).astype(np.float32)
+    w = (RNG.standard_normal((inputs, units)) / math.sqrt(inputs)).astype(np.float32)
+    b = RNG.standard_normal(units).astype(np.float32)
+    layers = [layer("dense", units=units, activation="relu", weights=w, bias=b)]
+    alone = np.concatenate([run(layers, x[i : i + 1], kernels=kernels) for i in range(37)])
+    for n, threads in [(2, 1), (3, 2), (4, 1), (16, 2), (37, 1), (37, 2)]:
+        np.testing.assert_array_equal(run(layers, x[:n], kernels=kernels, threads=threads), alone[:n])
+
+
+@pytest.mark.parametrize("kernels", DIRECT_KERNELS)
+@pytest.mark.parametrize("name", ["lenet5", "lenet-keras", "lenet-tf"])
+def test_shipped_models_answer_an_image_alone_as_in_a_batch(name, kernels):
+    engine = lenet.Engine(lenet.shipped_weights(name), device="cpu", threads=2, cpu_kernels=kernels)
+    x = RNG.random((20, 28, 28, 1), dtype=np.float32)
+    alone = np.concatenate([engine.predict_proba(x[i : i + 1]) for i in range(20)])
+    for n in (2, 3, 17, 20):
+        np.testing.assert_array_equal(engine.predict_proba(x[:n]), alone[:n])

@@ -101,8 +101,12 @@ public:
         return make_conv2d_pool(step, next, *table_, packed.packed);
     }
 
+    void link(Kernel& producer, Kernel& consumer) override { link_planar(producer, consumer); }
+
+    // With a vector of slack past the end: conv_rows_pool reads whole vectors past
+    // a row's last column, which for a linked kernel's input may be the buffer's last.
     Buffer alloc(size_t floats) override {
-        const size_t bytes = ((floats * sizeof(float) + 63) / 64) * 64;
+        const size_t bytes = (((floats + kLanes) * sizeof(float) + 63) / 64) * 64;
         void* p = std::aligned_alloc(64, bytes ? bytes : 64);
         if (!p) throw std::bad_alloc();
         return Buffer(static_cast<float*>(p), [](float* q) { std::free(q); });

@@ -1,5 +1,5 @@
 // Dense layers, y = x W + b with W (in, out). Direct kernels: a dense layer is a
-// 1x1 convolution over n "pixels" on weights packed once; for every shape of
+// 1x1 convolution over n "pixels" on weights packed once (KernelTable::dense); for every shape of
 // these networks, at every batch a plan runs (<= 64), it beat OpenBLAS SGEMM,
 // which repacks its operands on every call (PERFORMANCE.md).
 // cpu_kernels="blas": SGEMV for one image, SGEMM otherwise.
@@ -25,7 +25,7 @@ public:
             a.kh = a.kw = a.sh = a.sw = 1;
             a.w = packed_->w.data(), a.hwio = s_.weights.data(), a.bias = packed_->bias.data(), a.co = out_;
             a.relu = s_.act.plain_relu(), a.y = y, a.ldy = out_, a.row_begin = 0, a.row_end = 1, a.pool = false;
-            conv_split(table_->conv, a, spare);
+            conv_split(table_->dense, a, spare);
             if (!s_.act.plain_relu()) apply_activation(s_.act, y, size_t(n) * out_);
             return;
         }

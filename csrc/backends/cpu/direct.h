@@ -39,6 +39,17 @@ struct ConvArgs {
     // Fused 2x2 max pool, stride 2: oh and ow are the even conv rows and columns
     // the pool reads; y receives the (oh/2, ow/2) pooled pixels; rows go in pairs.
     bool pool;
+    // x in row-planar order (H, C, W: each row's channels one after another, each a
+    // run of iw values) instead of NHWC; stride 1 only.
+    bool planar_in = false;
+    // y in row-planar order (conv_rows_pool only; ldy unused).
+    bool planar_out = false;
+    // conv_il only (images in lanes, see KernelTable::conv_il): the output interleaved
+    // at y (0), or each image's at y + l * y_image, NHWC (1) or row-planar (2), through
+    // `stage` (an output row of every image: ow * co * width floats).
+    int il_out = 0;
+    size_t y_image = 0;
+    float* stage = nullptr;
 };
 
 struct PoolArgs {
@@ -80,10 +91,30 @@ struct WinogradArgs {
 
 struct KernelTable {
     const char* isa;         // "avx512", "avx2", "generic"
+    int width;               // floats in a vector: 16, 8, 4
+    // Whether conv reads row-planar input (planar_in) faster than NHWC: AVX-512's tiles
+    // of 10-14 pixels need no register per pixel there; AVX2's of 2 gain nothing and
+    // lose the broadcast of each input to both rows of a pooled tile (measured).
+    bool planar_conv;
     void (*conv)(const ConvArgs&);
-    // One input channel, stride 1, fused 2x2 max pool (every LeNet's first layer):
-    // vectors along the output row, so that few output channels leave no lane idle.
-    // x must be readable 2 vectors past the end of each row (and of the last one).
+    // A dense layer (conv's 1x1 form over n images): each sum in runs apart, so that
+    // one image still has independent sums; the same bits at every batch size.
+    void (*dense)(const ConvArgs&);
+    // Stride 1 on `width` images at once, interleaved (value v of image l at
+    // v * width + l: x is (ih, iw, ci) so, padded), a lane per image: every lane holds an
+    // output whatever the channel counts. Optionally the fused pool. The same sums, in
+    // the same order, as conv and conv_rows_pool. Null where it does not pay (AVX2, SSE),
+    // with interleave and deinterleave.
+    void (*conv_il)(const ConvArgs&);
+    // dst[k * width + l] = src[l * stride + k] for k < count, l < width; and back:
+    // deinterleave(src, count, dst, stride) writes dst[l * stride + k] = src[k * width + l].
+    void (*interleave)(const float* src, size_t stride, int count, float* dst);
+    void (*deinterleave)(const float* src, int count, float* dst, size_t stride);
+    // Stride 1, a fused 2x2 max pool, x row-planar (planar_in, or one input channel):
+    // vectors along the output rows, weights broadcast, so that few output channels
+    // (every LeNet's first layer) leave no lane idle. x must be readable one vector
+    // past the end of each row's run (and of the last one). rows_lanes(ow, width):
+    // the lanes its tiles compute for a row of ow outputs.
     void (*conv_rows_pool)(const ConvArgs&);
     void (*pool)(const PoolArgs&);
     void (*winograd_in)(const WinogradArgs&);
@@ -131,6 +162,14 @@ struct PackedWeights {
     AlignedFloats w, bias;
 };
 PackedWeights pack(const std::vector<float>& hwio, const std::vector<float>& bias, int kh, int kw, int ci, int co);
+
+// Lanes conv_rows_pool computes for a row of ow conv outputs with `width`-float
+// vectors: whole vectors, and a last few columns paired with the next row's in one
+// vector when they fill at most half of one.
+inline int rows_lanes(int ow, int width) {
+    const int rest = ow % width;
+    return ow / width * width + (rest == 0 ? 0 : rest <= width / 2 ? width / 2 : width);
+}
 
 // Splits one call of `kernel` (a table's conv or conv_rows_pool) over `pool`'s threads and the caller, by output rows
 // or, for a single row (a dense layer), by blocks of output channels. Runs it

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #if defined(__AVX512F__)
@@ -92,24 +93,71 @@ void conv_tile(const ConvArgs& a, int oy, int ox0, int cb0) {
         for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
             for (int p = 0; p < P; ++p) acc[r][p][v] = V{};
-    for (int ky = 0; ky < a.kh; ++ky) {
-        const float* xr = a.x + (size_t(oy * a.sh + ky) * a.iw + size_t(ox0) * a.sw) * a.ci;
-        const float* wr = a.w + size_t(cb0) * block + size_t(ky) * run * kLanes;
-        for (int j = 0; j < run; ++j) {
-            V w[NV];
+    if (a.planar_in) {
+        // Row-planar input: a tile's pixels are neighbours in each channel's run, so
+        // their addresses differ by constants (no register per pixel). Two output
+        // rows (R = 2) read input rows oy .. oy + kh, all but the first and last for
+        // both: each input is broadcast once for both rows' sums, which take their
+        // terms in the same order as the NHWC loop below (ky, then kx, then c).
+        const size_t pitch = size_t(a.iw) * a.ci;
+        const float* wb = a.w + size_t(cb0) * block;
+        // Input row iy for row 0 (with weights row ky = iy, Top) and for row R - 1
+        // (ky = iy - 1, Bottom).
+        const auto input_row = [&](int iy, auto top, auto bottom) __attribute__((always_inline)) {
+            constexpr bool Top = decltype(top)::value, Bottom = decltype(bottom)::value;
+            const float* xr = a.x + size_t(oy + iy) * pitch + ox0;
+            const float* w0 = wb + size_t(iy) * run * kLanes;
+            const float* w1 = w0 - size_t(run) * kLanes;
+            for (int kx = 0; kx < a.kw; ++kx)
+                for (int c = 0; c < a.ci; ++c) {
+                    const float* xc = xr + size_t(c) * a.iw + kx;
+                    const size_t j = size_t(kx * a.ci + c) * kLanes;
+                    V wt[NV], wm[NV];
 #pragma GCC unroll 16
-            for (int v = 0; v < NV; ++v)
-                w[v] = load(wr + (v / kPerBlock) * block + size_t(j) * kLanes + (v % kPerBlock) * kWidth);
-#pragma GCC unroll 2
-            for (int r = 0; r < R; ++r)
+                    for (int v = 0; v < NV; ++v) {
+                        const size_t at = (v / kPerBlock) * block + j + (v % kPerBlock) * kWidth;
+                        if constexpr (Top) wt[v] = load(w0 + at);
+                        if constexpr (Bottom) wm[v] = load(w1 + at);
+                    }
 #pragma GCC unroll 16
-                for (int p = 0; p < P; ++p) {
-                    const float x = xr[r * rs + p * xs + j];
+                    for (int p = 0; p < P; ++p) {
+                        const float x = xc[p];
 #pragma GCC unroll 16
-                    for (int v = 0; v < NV; ++v) acc[r][p][v] += x * w[v];
+                        for (int v = 0; v < NV; ++v) {
+                            if constexpr (Top) acc[0][p][v] += x * wt[v];
+                            if constexpr (Bottom) acc[R - 1][p][v] += x * wm[v];
+                        }
+                    }
                 }
+        };
+        using yes = std::true_type;
+        using no = std::false_type;
+        if constexpr (R == 1) {
+            for (int iy = 0; iy < a.kh; ++iy) input_row(iy, yes{}, no{});
+        } else {
+            input_row(0, yes{}, no{});
+            for (int iy = 1; iy < a.kh; ++iy) input_row(iy, yes{}, yes{});
+            input_row(a.kh, no{}, yes{});
         }
-    }
+    } else
+        for (int ky = 0; ky < a.kh; ++ky) {
+            const float* xr = a.x + (size_t(oy * a.sh + ky) * a.iw + size_t(ox0) * a.sw) * a.ci;
+            const float* wr = a.w + size_t(cb0) * block + size_t(ky) * run * kLanes;
+            for (int j = 0; j < run; ++j) {
+                V w[NV];
+#pragma GCC unroll 16
+                for (int v = 0; v < NV; ++v)
+                    w[v] = load(wr + (v / kPerBlock) * block + size_t(j) * kLanes + (v % kPerBlock) * kWidth);
+#pragma GCC unroll 2
+                for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+                    for (int p = 0; p < P; ++p) {
+                        const float x = xr[r * rs + p * xs + j];
+#pragma GCC unroll 16
+                        for (int v = 0; v < NV; ++v) acc[r][p][v] += x * w[v];
+                    }
+            }
+        }
     const bool relu = a.relu;
     const int left = a.co - cb0 * kLanes;  // channels from this tile's first one
     if constexpr (R == 2) {  // fused 2x2 max pool: pooled pixel (oy/2, ox0/2 + q)
@@ -196,24 +244,164 @@ constexpr int kBlocksPerPass = kPerBlock == 1 ? 2 : 1;
 void conv(const ConvArgs& a) {
     const int blocks = (a.co + kLanes - 1) / kLanes;
     int cb = 0;
+    if (!a.pool && a.ow * (a.row_end - a.row_begin) < 4) {
+        for (; cb + 4 <= blocks; cb += 4) conv_blocks<4>(a, cb);
+    }
     for (; cb + kBlocksPerPass <= blocks; cb += kBlocksPerPass) conv_blocks<kBlocksPerPass>(a, cb);
     if (cb < blocks) conv_blocks<1>(a, cb);
 }
 
-// The first layer: one input channel, stride 1, a fused 2x2 max pool. Each
-// accumulator holds kWidth neighbouring conv outputs of one channel; a tile is 2
-// rows x 2 vectors x G channels. Pooling max-es the rows, then even and odd lanes.
+// Dense layers (a 1x1 convolution over n "pixels", the images). Each sum takes its
+// inputs in kDenseRuns runs (len = k / kDenseRuns inputs each, the last also those
+// past them), each run summed apart in input order, the runs added in order, then
+// the bias. On one image the runs are independent chains (with 4 vectors, 8 of them:
+// a chain waits on its multiply-add, 4 cycles, and 2 issue a cycle); on a tile of
+// many images, where the tile's own sums are chains enough, the runs follow one
+// another, so that the tile can hold as many images as conv_tile's and each weight
+// (streamed from L2 for the larger layers) serves them all. Both are the same sums in
+// the same order, whatever the tile, the batch or the thread split: an image's row is
+// the same bits alone or in any batch.
+constexpr int kDenseRuns = 2;
+
+// Output vectors [v0, v0 + NV) (kWidth channels each; a packed block of 16 channels
+// is kPerBlock of them) of images [px0, px0 + P); the runs Apart (interleaved) or
+// one after another.
+template <int P, int NV, bool Apart>
+void dense_tile(const ConvArgs& a, int px0, int v0) {
+    constexpr int S = kDenseRuns, R = Apart ? S : 1;  // runs in registers at once
+    const int k = a.ci, len = k / S;
+    const size_t block = size_t(k) * kLanes;
+    const float* x = a.x + size_t(px0) * k;
+    const float* w[NV];
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) w[v] = a.w + size_t((v0 + v) / kPerBlock) * block + ((v0 + v) % kPerBlock) * kWidth;
+    V acc[R][P][NV], sum[P][NV];
+    const auto zero = [&]() __attribute__((always_inline)) {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+            for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+                for (int v = 0; v < NV; ++v) acc[r][p][v] = V{};
+    };
+    const auto term = [&](int r, int i) __attribute__((always_inline)) {
+        V wi[NV];
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) wi[v] = load(w[v] + size_t(i) * kLanes);
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p) {
+            const float xi = x[size_t(p) * k + i];
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v) acc[r][p][v] += xi * wi[v];
+        }
+    };
+    // sum = run 0, then sum += run s in order.
+    const auto add = [&](int r, bool first) __attribute__((always_inline)) {
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v)
+                if (first)
+                    sum[p][v] = acc[r][p][v];
+                else
+                    sum[p][v] += acc[r][p][v];
+    };
+    if constexpr (Apart) {
+        zero();
+        for (int j = 0; j < len; ++j)
+#pragma GCC unroll 4
+            for (int s = 0; s < S; ++s) term(s, s * len + j);
+        for (int i = S * len; i < k; ++i) term(S - 1, i);  // the inputs past S equal runs
+        add(0, true);
+#pragma GCC unroll 4
+        for (int s = 1; s < S; ++s) add(s, false);
+    } else {
+        const auto run = [&](int s) __attribute__((always_inline)) {
+            zero();
+            const int end = s == S - 1 ? k : (s + 1) * len;
+            for (int i = s * len; i < end; ++i) term(0, i);
+        };
+        run(0);
+        add(0, true);
+        for (int s = 1; s < S; ++s) {
+            run(s);
+            add(0, false);
+        }
+    }
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p) {
+        float* y = a.y + size_t(px0 + p) * a.ldy;
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) {
+            const int c = (v0 + v) * kWidth;
+            if (c >= a.co) break;
+            V m = sum[p][v] + load(a.bias + c);
+            if (a.relu) m = m < 0.f ? 0.f : m;  // NaN stays NaN, as in TensorFlow
+            store(y + c, m, a.co - c);
+        }
+    }
+}
+
+using DenseFn = void (*)(const ConvArgs&, int, int);
+template <int NV, bool Apart, size_t... I>
+constexpr std::array<DenseFn, sizeof...(I)> dense_tiles(std::index_sequence<I...>) {
+    return {&dense_tile<int(I) + 1, NV, Apart>...};
+}
+
+// Every image for output vectors [v0, v0 + NV), in tiles of as many images as the
+// accumulators allow.
+template <int NV, bool Apart>
+void dense_vectors(const ConvArgs& a, int v0) {
+    constexpr int most = std::max(1, std::min(kMaxTile, kAccBudget / ((Apart ? kDenseRuns : 1) * NV)));
+    static constexpr auto table = dense_tiles<NV, Apart>(std::make_index_sequence<most>());
+    const int p = even_split(a.ow, most);
+    for (int px = 0; px < a.ow; px += p) table[std::min(p, a.ow - px) - 1](a, px, v0);
+}
+
+void dense(const ConvArgs& a) {
+    const int vectors = (a.co + kWidth - 1) / kWidth;
+    int v = 0;
+    if (a.ow < 4) {  // few images: four vectors a pass, the runs apart
+        for (; v + 4 <= vectors; v += 4) dense_vectors<4, true>(a, v);
+        if (vectors - v == 3) dense_vectors<3, true>(a, v);  // the rest in one pass
+        if (vectors - v == 2) dense_vectors<2, true>(a, v);
+        if (vectors - v == 1) dense_vectors<1, true>(a, v);
+        return;
+    }
+    constexpr int wide = kBlocksPerPass * kPerBlock;  // conv's passes: 2 AVX-512 or AVX2 vectors, 4 SSE
+    for (; v + wide <= vectors; v += wide) dense_vectors<wide, false>(a, v);
+    for (; v < vectors; ++v) dense_vectors<1, false>(a, v);
+}
+
+// Convolutions with few output channels (every LeNet's first layer, and small
+// second ones), stride 1, with a fused 2x2 max pool: vectors along the output
+// rows and weights broadcast, so that 5 or 6 output channels leave no lane idle.
+// x is row-planar (each row's ci channels one after another, each a run of iw
+// values; that is NHWC when ci = 1). A tile is RP pairs of rows x F whole vectors a
+// row, plus, with T, one vector holding the pair's last columns (at most half a
+// vector), the lower row in the lower half and the upper row in the upper half: a
+// 24-wide pair takes 3 vectors, not 4, and an 8-wide one 1, not 2. Every sum takes
+// its terms in conv_tile's order (ky, kx, then c). Pooling max-es the rows, then
+// even and odd lanes.
 #if defined(__GNUC__) && !defined(__clang__)
 using VI = int __attribute__((vector_size(kWidth * sizeof(int))));
 template <int Odd, size_t... I>
 constexpr VI lane_pairs(std::index_sequence<I...>) {
     return VI{int(2 * I + Odd)...};
 }
+template <size_t... I>
+constexpr VI rotated_half(std::index_sequence<I...>) {
+    return VI{int((I + kWidth / 2) % kWidth)...};
+}
 inline V pool_pairs(V lo, V hi) {  // lane q: max(lanes 2q, 2q + 1) of lo:hi
     constexpr VI even = lane_pairs<0>(std::make_index_sequence<kWidth>());
     constexpr VI odd = lane_pairs<1>(std::make_index_sequence<kWidth>());
     const V a = __builtin_shuffle(lo, hi, even), b = __builtin_shuffle(lo, hi, odd);
     return a > b ? a : b;
+}
+inline V swap_halves(V v) {
+    constexpr VI idx = rotated_half(std::make_index_sequence<kWidth>());
+    return __builtin_shuffle(v, idx);
 }
 #else
 inline V pool_pairs(V lo, V hi) {
@@ -225,70 +413,369 @@ inline V pool_pairs(V lo, V hi) {
     }
     return out;
 }
+inline V swap_halves(V v) {
+    V out;
+    for (int l = 0; l < kWidth; ++l) out[l] = v[(l + kWidth / 2) % kWidth];
+    return out;
+}
 #endif
 
-template <int G>
-void rows_pool_group(const ConvArgs& a, int co0) {
+constexpr int kHalf = kWidth / 2;
+
+using HalfV = float __attribute__((vector_size(kHalf * sizeof(float))));
+template <size_t... I>
+inline V concat(HalfV lo, HalfV hi, std::index_sequence<I...>) {
+    return __builtin_shufflevector(lo, hi, I...);
+}
+// Lanes [0, kHalf) from lo, [kHalf, kWidth) from hi.
+inline V load_halves(const float* lo, const float* hi) {
+    HalfV a, b;
+    std::memcpy(&a, lo, sizeof a);
+    std::memcpy(&b, hi, sizeof b);
+    return concat(a, b, std::make_index_sequence<kWidth>());
+}
+
+// Row pairs [oy0, oy1) in steps of 2 RP, columns from c0, channels [co0, co0 + G).
+template <int RP, int F, bool T, int G>
+void rows_pool_tiles(const ConvArgs& a, int oy0, int oy1, int c0, int co0) {
+    constexpr int NX = 2 * F + (T ? 1 : 0);    // accumulators a row pair and channel
+    constexpr int vecs = F + (T ? 1 : 0);      // vectors of a row pair's max
+    const size_t pitch = size_t(a.iw) * a.ci;  // floats between input rows
     const int pw = a.ow / 2;
-    const float* bias = a.bias;  // packed bias: channel o at o
-    for (int oy = a.row_begin; oy < a.row_end; oy += 2)
-        for (int c0 = 0; c0 < a.ow; c0 += 2 * kWidth) {
-            V acc[2][2][G];  // the bias is added to the pooled sums (see conv_tile)
-#pragma GCC unroll 8
-            for (int g = 0; g < G; ++g) acc[0][0][g] = acc[0][1][g] = acc[1][0][g] = acc[1][1][g] = V{};
-            for (int ky = 0; ky < a.kh; ++ky) {
-                const float* r0 = a.x + size_t(oy + ky) * a.iw + c0;
-                const float* r1 = r0 + a.iw;
-                const float* wk = a.hwio + size_t(ky) * a.kw * a.co + co0;
-                for (int kx = 0; kx < a.kw; ++kx, wk += a.co) {
-                    const V x00 = load(r0 + kx), x01 = load(r0 + kx + kWidth);
-                    const V x10 = load(r1 + kx), x11 = load(r1 + kx + kWidth);
-#pragma GCC unroll 8
-                    for (int g = 0; g < G; ++g) {
-                        const float w = wk[g];
-                        acc[0][0][g] += x00 * w;
-                        acc[0][1][g] += x01 * w;
-                        acc[1][0][g] += x10 * w;
-                        acc[1][1][g] += x11 * w;
-                    }
+    // Pooled columns from c0 / 2: kHalf from each whole vector, then the pair's.
+    const int valid = std::min(F * kHalf + (T ? (a.ow - c0 - F * kWidth) / 2 : 0), pw - c0 / 2);
+    const bool relu = a.relu;
+    const float* bias = a.bias + co0;  // added to the pooled sums (see conv_tile)
+    for (int oy = oy0; oy < oy1; oy += 2 * RP) {
+        V acc[RP][NX][G];
+#pragma GCC unroll 2
+        for (int r = 0; r < RP; ++r)
+#pragma GCC unroll 5
+            for (int i = 0; i < NX; ++i)
+#pragma GCC unroll 16
+                for (int g = 0; g < G; ++g) acc[r][i][g] = V{};
+        // One tap: the input rows at r0 (from column c0), the weights at wk.
+        const auto tap = [&](const float* r0, const float* wk) __attribute__((always_inline)) {
+            V x[RP][NX];
+#pragma GCC unroll 2
+            for (int r = 0; r < RP; ++r) {
+                const float* lo = r0 + 2 * r * pitch;
+#pragma GCC unroll 2
+                for (int f = 0; f < F; ++f) {
+                    x[r][2 * f] = load(lo + f * kWidth);
+                    x[r][2 * f + 1] = load(lo + pitch + f * kWidth);
+                }
+                if constexpr (T) x[r][NX - 1] = load_halves(lo + F * kWidth, lo + pitch + F * kWidth);
+            }
+#pragma GCC unroll 16
+            for (int g = 0; g < G; ++g) {
+                const float w = wk[g];
+#pragma GCC unroll 2
+                for (int r = 0; r < RP; ++r)
+#pragma GCC unroll 5
+                    for (int i = 0; i < NX; ++i) acc[r][i][g] += x[r][i] * w;
+            }
+        };
+        for (int ky = 0; ky < a.kh; ++ky) {
+            const float* row = a.x + size_t(oy + ky) * pitch + c0;
+            const float* wr = a.hwio + size_t(ky) * a.kw * a.ci * a.co + co0;
+            if (a.ci == 1) {  // one loop: the first layers
+                for (int kx = 0; kx < a.kw; ++kx) tap(row + kx, wr + size_t(kx) * a.co);
+                continue;
+            }
+            for (int kx = 0; kx < a.kw; ++kx)
+                for (int c = 0; c < a.ci; ++c) tap(row + size_t(c) * a.iw + kx, wr + size_t(kx * a.ci + c) * a.co);
+        }
+#pragma GCC unroll 2
+        for (int r = 0; r < RP; ++r) {
+            const int py = oy / 2 + r;
+            V m[G][2];  // pooled columns: up to 2 vectors a channel
+#pragma GCC unroll 16
+            for (int g = 0; g < G; ++g) {
+                V rows[3];
+#pragma GCC unroll 2
+                for (int f = 0; f < F; ++f)
+                    rows[f] = acc[r][2 * f][g] > acc[r][2 * f + 1][g] ? acc[r][2 * f][g] : acc[r][2 * f + 1][g];
+                if constexpr (T) {  // the pair's max in the lower half
+                    const V t = acc[r][NX - 1][g], u = swap_halves(t);
+                    rows[F] = t > u ? t : u;
+                }
+                m[g][0] = pool_pairs(rows[0], rows[vecs > 1 ? 1 : 0]);
+                if constexpr (vecs == 3)
+                    m[g][1] = pool_pairs(rows[2], rows[2]);
+                else
+                    m[g][1] = V{};  // copied whole below
+#pragma GCC unroll 2
+                for (int k = 0; k < (vecs + 1) / 2; ++k) {
+                    m[g][k] += bias[g];  // max(a) + b = max(a + b)
+                    if (relu) m[g][k] = m[g][k] < 0.f ? 0.f : m[g][k];  // NaN stays NaN, as in TensorFlow
                 }
             }
-            // Pooled columns c0/2 .. c0/2 + kWidth - 1, of which `valid` exist.
-            alignas(64) float pooled[G][kWidth];
-            const bool relu = a.relu;
-#pragma GCC unroll 8
-            for (int g = 0; g < G; ++g) {
-                const V lo = acc[0][0][g] > acc[1][0][g] ? acc[0][0][g] : acc[1][0][g];
-                const V hi = acc[0][1][g] > acc[1][1][g] ? acc[0][1][g] : acc[1][1][g];
-                V m = pool_pairs(lo, hi) + bias[co0 + g];
-                if (relu) m = m < 0.f ? 0.f : m;  // NaN stays NaN, as in TensorFlow
-                std::memcpy(pooled[g], &m, sizeof m);
+            if (a.planar_out) {
+                float* y = a.y + size_t(py) * pw * a.co + c0 / 2;
+#pragma GCC unroll 16
+                for (int g = 0; g < G; ++g)
+#pragma GCC unroll 2
+                    for (int k = 0; k < (vecs + 1) / 2; ++k)
+                        store(y + size_t(co0 + g) * pw + k * kWidth, m[g][k], valid - k * kWidth);
+                continue;
             }
-            const int valid = std::min(kWidth, pw - c0 / 2);
-            float* y = a.y + (size_t(oy / 2) * pw + c0 / 2) * a.ldy + co0;
+            alignas(64) float pooled[G][2 * kWidth];
+#pragma GCC unroll 16
+            for (int g = 0; g < G; ++g) std::memcpy(pooled[g], m[g], sizeof m[g]);
+            float* y = a.y + (size_t(py) * pw + c0 / 2) * a.ldy + co0;
             for (int q = 0; q < valid; ++q, y += a.ldy)
-#pragma GCC unroll 8
+#pragma GCC unroll 16
                 for (int g = 0; g < G; ++g) y[g] = pooled[g][q];
         }
+    }
 }
 
-constexpr int kRowGroup = std::max(1, std::min(7, kAccBudget / 4));  // channels per pass
+// The tiles' shapes: whole vectors a row, the paired tail, row pairs.
+struct RowsShape {
+    int f, t, rp;
+};
+constexpr RowsShape kRowsShapes[] = {{2, 0, 1}, {1, 0, 1}, {1, 1, 1}, {2, 1, 1}, {0, 1, 1}, {0, 1, 2}};
+constexpr int kRowsShapeCount = int(sizeof kRowsShapes / sizeof kRowsShapes[0]);
 
-template <size_t... I>
-constexpr std::array<void (*)(const ConvArgs&, int), sizeof...(I)> row_groups(std::index_sequence<I...>) {
-    return {&rows_pool_group<int(I) + 1>...};
+// Output channels a tile of `shape` computes at once: its accumulators and inputs
+// within the register file (32 AVX-512, 16 AVX2 or SSE registers; the broadcast
+// weight may stay a memory operand).
+constexpr int rows_channels(RowsShape s) {
+    const int x = s.rp * (2 * s.f + s.t);
+    return std::max(1, std::min(16, ((kWidth == 16 ? 32 : 16) - x) / x));
 }
 
-void conv_rows_pool(const ConvArgs& a) {
-    static constexpr auto groups = row_groups(std::make_index_sequence<kRowGroup>());
-    // Equal groups: 32 channels as 7, 7, 6, 6, 6 rather than 7, 7, 7, 7, 4.
-    const int count = (a.co + kRowGroup - 1) / kRowGroup;
+using RowsFn = void (*)(const ConvArgs&, int, int, int, int);
+template <int S, size_t... I>
+constexpr std::array<RowsFn, sizeof...(I)> rows_fns(std::index_sequence<I...>) {
+    constexpr RowsShape s = kRowsShapes[S];
+    return {&rows_pool_tiles < s.rp, s.f, s.t != 0, int(I) + 1 > ...};
+}
+template <int S>
+RowsFn rows_fn(int g) {
+    static constexpr auto fns = rows_fns<S>(std::make_index_sequence<rows_channels(kRowsShapes[S])>());
+    return fns[g - 1];
+}
+template <size_t... S>
+RowsFn rows_fn(int shape, int g, std::index_sequence<S...>) {
+    RowsFn fn = nullptr;
+    ((shape == int(S) ? (fn = rows_fn<int(S)>(g), 0) : 0), ...);
+    return fn;
+}
+
+constexpr int rows_shape(int f, int t, int rp) {
+    for (int i = 0; i < kRowsShapeCount; ++i)
+        if (kRowsShapes[i].f == f && kRowsShapes[i].t == t && kRowsShapes[i].rp == rp) return i;
+    return -1;
+}
+
+// Runs `shape`'s tiles over its columns [c0, ...) and every row pair, all channels in
+// equal groups (32 channels as 7, 7, 6, 6, 6 rather than 7, 7, 7, 7, 4).
+void rows_pool_columns(const ConvArgs& a, int shape, int c0) {
+    const RowsShape s = kRowsShapes[shape];
+    const int most = rows_channels(s), count = (a.co + most - 1) / most;
     for (int k = 0, co0 = 0; k < count; ++k) {
         const int g = (a.co - co0) / (count - k);
-        groups[g - 1](a, co0);
+        const RowsFn fn = rows_fn(shape, g, std::make_index_sequence<kRowsShapeCount>());
+        // Pairs of row pairs, then a last pair alone.
+        const RowsFn one = rows_fn(rows_shape(s.f, s.t, 1), g, std::make_index_sequence<kRowsShapeCount>());
+        const int pairs = (a.row_end - a.row_begin) / 2, split = a.row_begin + (pairs - pairs % s.rp) * 2;
+        if (split > a.row_begin) fn(a, a.row_begin, split, c0, co0);
+        if (split < a.row_end) one(a, split, a.row_end, c0, co0);
         co0 += g;
     }
 }
+
+void conv_rows_pool(const ConvArgs& a) {
+    // The row pair's columns: whole vectors, then a tail: in half a vector, paired.
+    const int whole = a.ow / kWidth, rest = a.ow % kWidth;
+    const bool paired = rest > 0 && rest <= kHalf;
+    int vectors = whole + (rest > kHalf ? 1 : 0), c0 = 0;
+    for (; vectors > 2 || (vectors == 2 && !paired); vectors -= 2, c0 += 2 * kWidth) rows_pool_columns(a, 0, c0);
+    if (vectors == 2)
+        rows_pool_columns(a, rows_shape(2, 1, 1), c0);
+    else if (vectors == 1)
+        rows_pool_columns(a, rows_shape(1, paired, 1), c0);
+    else if (paired)
+        rows_pool_columns(a, rows_shape(0, 1, 2), c0);
+}
+
+// Images in lanes: a group of kWidth images, each tensor interleaved (value v of
+// image l at v * kWidth + l), so that every lane holds an output whatever the
+// shapes: convolutions with few channels, which fill a 16-channel block or a row's
+// vectors only in part, run at full width at batch >= kWidth. The terms of every sum
+// come in conv_tile's order: the same bits as the per-image kernels. AVX-512 only:
+// AVX2's 16 registers hold tiles of 2 channels, which gained 3% on lenet-keras and
+// lost 2% on lenet5 (measured).
+#if defined(__AVX512F__)
+
+// In-register transpose of a kWidth x kWidth block: after the stage of distance d,
+// bit d of a value's row and column have swapped.
+#if defined(__GNUC__) && !defined(__clang__)
+template <int D, bool Hi, size_t... J>
+constexpr VI swap_mask(std::index_sequence<J...>) {
+    return VI{int((J & D) ? (Hi ? kWidth + J : kWidth + J - D) : (Hi ? J + D : J))...};
+}
+template <int D>
+inline void transpose_stage(V* r) {
+    constexpr VI lo = swap_mask<D, false>(std::make_index_sequence<kWidth>());
+    constexpr VI hi = swap_mask<D, true>(std::make_index_sequence<kWidth>());
+#pragma GCC unroll 16
+    for (int i = 0; i < kWidth; ++i)
+        if (!(i & D)) {
+            const V a = r[i], b = r[i + D];
+            r[i] = __builtin_shuffle(a, b, lo);
+            r[i + D] = __builtin_shuffle(a, b, hi);
+        }
+}
+inline void transpose(V* r) {
+    transpose_stage<1>(r);
+    if constexpr (kWidth > 2) transpose_stage<2>(r);
+    if constexpr (kWidth > 4) transpose_stage<4>(r);
+    if constexpr (kWidth > 8) transpose_stage<8>(r);
+}
+#else
+inline void transpose(V* r) {
+    V t[kWidth];
+    for (int i = 0; i < kWidth; ++i)
+        for (int j = 0; j < kWidth; ++j) t[i][j] = r[j][i];
+    for (int i = 0; i < kWidth; ++i) r[i] = t[i];
+}
+#endif
+
+// dst[k * kWidth + l] = src[l * stride + k], k < count: kWidth runs into one interleaved.
+void interleave(const float* src, size_t stride, int count, float* dst) {
+    int k = 0;
+    for (; k + kWidth <= count; k += kWidth) {
+        V r[kWidth];
+#pragma GCC unroll 16
+        for (int l = 0; l < kWidth; ++l) r[l] = load(src + l * stride + k);
+        transpose(r);
+#pragma GCC unroll 16
+        for (int i = 0; i < kWidth; ++i) std::memcpy(dst + size_t(k + i) * kWidth, &r[i], sizeof(V));
+    }
+    for (; k < count; ++k)
+        for (int l = 0; l < kWidth; ++l) dst[size_t(k) * kWidth + l] = src[l * stride + k];
+}
+
+// dst[l * stride + k] = src[k * kWidth + l], k < count: the inverse.
+void deinterleave(const float* src, int count, float* dst, size_t stride) {
+    int k = 0;
+    for (; k + kWidth <= count; k += kWidth) {
+        V r[kWidth];
+#pragma GCC unroll 16
+        for (int i = 0; i < kWidth; ++i) r[i] = load(src + size_t(k + i) * kWidth);
+        transpose(r);
+#pragma GCC unroll 16
+        for (int l = 0; l < kWidth; ++l) std::memcpy(dst + l * stride + k, &r[l], sizeof(V));
+    }
+    for (; k < count; ++k)
+        for (int l = 0; l < kWidth; ++l) dst[l * stride + k] = src[size_t(k) * kWidth + l];
+}
+
+// Tiles of a convolution on interleaved images along output row oy: pooled, the
+// 2x2 conv outputs of each pooled pixel, else P outputs a tile; `count` outputs from
+// conv column ox (pooled: 2 ox). G output channels from co0; output pixel i's result
+// vectors to dst + i * ps + g * gs.
+template <bool Pool, int P, int G>
+void il_tiles(const ConvArgs& a, int oy, int ox, int count, int co0, float* dst, size_t gs, size_t ps) {
+    constexpr int NP = Pool ? 4 : P;
+    const size_t px = size_t(a.ci) * kWidth;  // floats between neighbouring input pixels
+    const size_t row = size_t(a.iw) * px;     // between input rows
+    size_t off[NP];
+#pragma GCC unroll 4
+    for (int q = 0; q < NP; ++q) off[q] = Pool ? (q / 2) * row + (q % 2) * px : q * px;
+    // A window row's (kx, c) inputs are consecutive here as in NHWC: one loop.
+    const int run = a.kw * a.ci;
+    const bool relu = a.relu;
+    for (int i = 0; i < count; i += Pool ? 1 : P, dst += (Pool ? 1 : P) * ps) {
+        const int x0 = ox + (Pool ? 2 * i : i);
+        V acc[NP][G];
+#pragma GCC unroll 4
+        for (int q = 0; q < NP; ++q)
+#pragma GCC unroll 8
+            for (int g = 0; g < G; ++g) acc[q][g] = V{};
+        for (int ky = 0; ky < a.kh; ++ky) {
+            const float* xb = a.x + size_t(oy + ky) * row + size_t(x0) * px;
+            const float* wk = a.hwio + size_t(ky) * run * a.co + co0;
+            for (int j = 0; j < run; ++j, xb += kWidth, wk += a.co) {
+                V x[NP];
+#pragma GCC unroll 4
+                for (int q = 0; q < NP; ++q) x[q] = load(xb + off[q]);
+#pragma GCC unroll 8
+                for (int g = 0; g < G; ++g) {
+                    const float w = wk[g];
+#pragma GCC unroll 4
+                    for (int q = 0; q < NP; ++q) acc[q][g] += x[q] * w;
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int g = 0; g < G; ++g) {
+            const float b = a.bias[co0 + g];  // after the pool: max(a) + b = max(a + b)
+            if constexpr (Pool) {
+                const V t = acc[0][g] > acc[1][g] ? acc[0][g] : acc[1][g];
+                const V u = acc[2][g] > acc[3][g] ? acc[2][g] : acc[3][g];
+                V m = (t > u ? t : u) + b;
+                if (relu) m = m < 0.f ? 0.f : m;  // NaN stays NaN, as in TensorFlow
+                std::memcpy(dst + g * gs, &m, sizeof m);
+            } else {
+#pragma GCC unroll 4
+                for (int q = 0; q < NP; ++q) {
+                    V m = acc[q][g] + b;
+                    if (relu) m = m < 0.f ? 0.f : m;
+                    std::memcpy(dst + q * ps + g * gs, &m, sizeof m);
+                }
+            }
+        }
+    }
+}
+
+// Accumulators, inputs and a broadcast weight within the register file.
+constexpr int kIlChannels = kWidth == 16 ? 6 : 2;
+using IlFn = void (*)(const ConvArgs&, int, int, int, int, float*, size_t, size_t);
+template <bool Pool, int P, size_t... I>
+constexpr std::array<IlFn, sizeof...(I)> il_fns(std::index_sequence<I...>) {
+    return {&il_tiles<Pool, P, int(I) + 1>...};
+}
+
+// One group of kWidth images: x interleaved and padded (ih x iw x ci); output rows
+// [row_begin, row_end) (pairs when pooled) interleaved to y, or each image's to
+// y + l * y_image (NHWC or row-planar), through a row of a.stage.
+void conv_il(const ConvArgs& a) {
+    static constexpr auto pooled = il_fns<true, 1>(std::make_index_sequence<kIlChannels>());
+    static constexpr auto quads = il_fns<false, 4>(std::make_index_sequence<kIlChannels>());
+    static constexpr std::array<std::array<IlFn, kIlChannels>, 3> rest = {
+        il_fns<false, 1>(std::make_index_sequence<kIlChannels>()),
+        il_fns<false, 2>(std::make_index_sequence<kIlChannels>()),
+        il_fns<false, 3>(std::make_index_sequence<kIlChannels>())};
+    const int step = a.pool ? 2 : 1;
+    const int ow = a.pool ? a.ow / 2 : a.ow;  // outputs a row
+    const size_t line = size_t(ow) * a.co;    // floats of an output row, per image
+    const int count = (a.co + kIlChannels - 1) / kIlChannels;
+    for (int oy = a.row_begin; oy < a.row_end; oy += step) {
+        const int r = oy / step;
+        float* out = a.il_out == 0 ? a.y + size_t(r) * line * kWidth : a.stage;
+        // Interleaved and NHWC rows put channels last; row-planar rows put them first.
+        const size_t gs = a.il_out == 2 ? size_t(ow) * kWidth : kWidth;
+        const size_t ps = a.il_out == 2 ? kWidth : size_t(a.co) * kWidth;
+        for (int k = 0, co0 = 0; k < count; ++k) {
+            const int g = (a.co - co0) / (count - k);
+            float* at = out + co0 * gs;
+            if (a.pool) {
+                pooled[g - 1](a, oy, 0, ow, co0, at, gs, ps);
+            } else {
+                const int whole = ow / 4 * 4;
+                if (whole) quads[g - 1](a, oy, 0, whole, co0, at, gs, ps);
+                if (whole < ow) rest[ow - whole - 1][g - 1](a, oy, whole, ow - whole, co0, at + whole * ps, gs, ps);
+            }
+            co0 += g;
+        }
+        if (a.il_out != 0) deinterleave(a.stage, int(line), a.y + size_t(r) * line, a.y_image);
+    }
+}
+#endif
 
 // Pooling over NHWC with windows clipped to the image (TensorFlow's 'same'
 // pooling ignores padding pixels): the window's rows are folded into one row
@@ -457,9 +944,16 @@ float mac_loop(int64_t iters) {
 
 extern const KernelTable LENET_CAT(kTable_, LENET_ISA);
 const KernelTable LENET_CAT(kTable_, LENET_ISA) = {
-    LENET_STR(LENET_ISA),       &LENET_ISA::conv,
-    &LENET_ISA::conv_rows_pool, &LENET_ISA::pool,
-    &LENET_ISA::winograd_in,    &LENET_ISA::winograd_out,
-    &LENET_ISA::mac_loop,       int64_t(LENET_ISA::kChains) * LENET_ISA::kWidth};
+    LENET_STR(LENET_ISA),       LENET_ISA::kWidth,      LENET_ISA::kWidth == 16,
+    &LENET_ISA::conv,           &LENET_ISA::dense,
+#if defined(__AVX512F__)
+    &LENET_ISA::conv_il,        &LENET_ISA::interleave, &LENET_ISA::deinterleave,
+#else
+                                                   nullptr,
+                                                   nullptr,
+                                                   nullptr,
+#endif
+    &LENET_ISA::conv_rows_pool, &LENET_ISA::pool,       &LENET_ISA::winograd_in,
+    &LENET_ISA::winograd_out,   &LENET_ISA::mac_loop,   int64_t(LENET_ISA::kChains) * LENET_ISA::kWidth};
 
 }  // namespace lenet::cpu

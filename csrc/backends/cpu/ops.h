@@ -30,6 +30,10 @@ std::unique_ptr<Kernel> make_conv2d(const Step& s, const KernelTable* table, con
 // A direct convolution followed by the 2x2 / 2 max pool `pool` (no padding).
 std::unique_ptr<Kernel> make_conv2d_pool(const Step& conv, const Step& pool, const KernelTable& table,
                                          const PackedWeights& packed);
+// Backend::link for the CPU: a direct convolution with vectors along the rows hands
+// its (pooled) output to the direct convolution after it row-planar (direct.h's
+// ConvArgs::planar_in). False, changing nothing, for any other pair.
+bool link_planar(Kernel& producer, Kernel& consumer);
 std::unique_ptr<Kernel> make_dense(const Step& s, const KernelTable* table, const PackedWeights* packed);
 std::unique_ptr<Kernel> make_pool2d(const Step& s, const KernelTable& table);
 std::unique_ptr<Kernel> make_elementwise(const Step& s);  // activation, softmax, affine, prelu, merge, pad2d
