@@ -129,6 +129,9 @@ def test_quick_run(tmp_path):
     for t in ("threads_1", "threads_2"):
         assert all(breakdown[t][k] > 0 for k in ("total", "decode", "prepare", "engine")), breakdown
     assert "lenet.infer on" in md
+    one = breakdown["one_file"]  # infer on one file against its floor, timed in the same rounds
+    assert all(one[k] > 0 for k in ("infer", "floor", "read_decode", "engine")), one
+    assert "Engine.infer on one PNG file" in md and "its floor" in md
     cpu = next(r for r in rows if r["contender"] == "lenet-cpu")
     assert cpu["fraction_of_fma_floor"] == pytest.approx(
         cpu["tput_b64"] / header["models"]["lenet5"]["floor_images_per_s"]

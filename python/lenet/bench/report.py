@@ -155,8 +155,8 @@ def infer_lines(header: dict) -> list[str]:
         if one:
             lines.append(
                 f"{model}: Engine.infer on one PNG file {fmt_time(one['infer'])} = {one['infer'] / one['floor']:.2f}x "
-                f"its floor {fmt_time(one['floor'])} (read + decode in the core {fmt_time(one['read_decode'])} + "
-                f"predict_proba {fmt_time(one['engine'])})"
+                f"its floor {fmt_time(one['floor'])} (read + decode in the core, then predict_proba, in one "
+                f"call; each alone: {fmt_time(one['read_decode'])} + {fmt_time(one['engine'])})"
             )
     return lines
 
