@@ -401,8 +401,7 @@ class Engine:
         got = self._executor.pixel_answer(image, self._scale32, check_ground)
         if got is None:
             return None
-        h, w = self._pixel_shapes[0]
-        return result_of(got[0], got[1], label, "mnist", image.reshape(h, w, 1))
+        return result_of(got[0], got[1], label, "mnist", image)
 
     def infer_iter(
         self,
