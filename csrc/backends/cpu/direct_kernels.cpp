@@ -348,11 +348,15 @@ constexpr std::array<DenseFn, sizeof...(I)> dense_tiles(std::index_sequence<I...
     return {&dense_tile<int(I) + 1, NV, Apart>...};
 }
 
+// The runs apart below this many images (more have chains enough in their tile).
+constexpr int kDenseFew = 4;
+
 // Every image for output vectors [v0, v0 + NV), in tiles of as many images as the
 // accumulators allow.
 template <int NV, bool Apart>
 void dense_vectors(const ConvArgs& a, int v0) {
-    constexpr int most = std::max(1, std::min(kMaxTile, kAccBudget / ((Apart ? kDenseRuns : 1) * NV)));
+    constexpr int most = std::max(
+        1, Apart ? std::min(kDenseFew - 1, kAccBudget / (kDenseRuns * NV)) : std::min(kMaxTile, kAccBudget / NV));
     static constexpr auto table = dense_tiles<NV, Apart>(std::make_index_sequence<most>());
     const int p = even_split(a.ow, most);
     for (int px = 0; px < a.ow; px += p) table[std::min(p, a.ow - px) - 1](a, px, v0);
@@ -361,7 +365,7 @@ void dense_vectors(const ConvArgs& a, int v0) {
 void dense(const ConvArgs& a) {
     const int vectors = (a.co + kWidth - 1) / kWidth;
     int v = 0;
-    if (a.ow < 4) {  // few images: four vectors a pass, the runs apart
+    if (a.ow < kDenseFew) {  // few images: four vectors a pass, the runs apart
         for (; v + 4 <= vectors; v += 4) dense_vectors<4, true>(a, v);
         if (vectors - v == 3) dense_vectors<3, true>(a, v);  // the rest in one pass
         if (vectors - v == 2) dense_vectors<2, true>(a, v);
