@@ -71,10 +71,12 @@ def test_the_wheel_is_manylinux_and_small(repaired):
         + ", ".join(f"{Path(i.filename).name} {i.compress_size / 1e6:.2f} MB" for i in largest)
         + f"; bundled: {', '.join(bundled)}"
     )
-    # Measured: 14.8 MB with the CUDA backend, 12.5 MB of it the three weight files (lenet-tf's
-    # 3.2 million parameters); the code (the core in liblenet.so.1 and in _core, the CUDA
-    # backend's library and module) and libpng ~2 MB compressed.
-    assert size - weights < 4e6 and size < 16e6, (size, weights)
+    # Measured (2026-11-28, issue 54): 16.1 MB with the CUDA backend, 12.7 MB of it the weight
+    # files (lenet-tf's 3.2 million parameters 12.2; lenet5 as .h5 and as .lenet 0.46); the
+    # code 3.3 MB compressed: the core in liblenet.so.1 (0.64) and in _core (0.79), each with
+    # the CPU kernels for three instruction sets, the CUDA backend's library and module ~1.1,
+    # libpng 0.11 (14.8 MB before issue 54's kernels and the default model's .lenet file).
+    assert size - weights < 4e6 and size < 17e6, (size, weights)
 
 
 def test_a_user_without_a_compiler_installs_and_runs_it(repaired, tmp_path):
