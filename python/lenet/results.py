@@ -113,7 +113,8 @@ class Result:
             if self._input.dtype == np.uint8
             else np.clip(np.rint(self._input / self._scale), 0, 255).astype(np.uint8)
         )
-        return img[:, :, 0] if img.ndim == 3 and img.shape[2] == 1 else img  # (H, W): a gray digit as given
+        # (H, W, C), or (H, W) for a gray digit kept as it was given (infer's short way)
+        return img[:, :, 0] if img.ndim == 3 and img.shape[2] == 1 else img
 
     def top(self, k: int = 3) -> list[tuple[int, float]]:
         """The k most probable classes as (class, probability), best first."""
@@ -137,8 +138,9 @@ _set_digit, _set_probabilities, _set_source, _set_mode, _set_input, _set_scale, 
 
 def result_of(digit: int, probabilities: np.ndarray, source: str, mode: str, input_: np.ndarray) -> Result:
     """A Result of the engine's own making: probabilities a read-only float32 row, digit its
-    argmax, input_ the row's pixels (0..255; (H, W, C), or (H, W) for one gray image). Skips __init__'s checks, which such values pass
-    by construction: the engine's answer costs about 1 us more than its probabilities."""
+    argmax, input_ the row's pixels (0..255; (H, W, C), or (H, W) for one gray image).
+    Skips __init__'s checks, which such values pass by construction: the engine's answer
+    costs about 1 us more than its probabilities."""
     r = _new_result(Result)
     _set_digit(r, digit)
     _set_probabilities(r, probabilities)
