@@ -82,8 +82,8 @@ void conv_split(void (*kernel)(const ConvArgs&), const ConvArgs& a, ThreadPool* 
         kernel(a);
         return;
     }
-    // One row (a dense layer on one image): slices of whole 4-block groups, the
-    // kernel's widest tile.
+    // One row (a dense layer: its images are the row's pixels): slices of whole 4-block
+    // groups, the dense kernel's widest pass on AVX-512.
     const int groups = (blocks + 3) / 4;
     const size_t block_floats = size_t(a.kh) * a.kw * a.ci * kLanes;
     pool->parallel_for(parts, [&](int i) {

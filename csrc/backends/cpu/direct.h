@@ -171,9 +171,9 @@ inline int rows_lanes(int ow, int width) {
     return ow / width * width + (rest == 0 ? 0 : rest <= width / 2 ? width / 2 : width);
 }
 
-// Splits one call of `kernel` (a table's conv or conv_rows_pool) over `pool`'s threads and the caller, by output rows
-// or, for a single row (a dense layer), by blocks of output channels. Runs it
-// whole when `pool` is null or the work is too small to pay for waking threads.
+// Splits one call of `kernel` (a table's conv, dense or conv_rows_pool) over `pool`'s threads and the caller, by output
+// rows or, for a single row (a dense layer), by blocks of output channels. Runs it whole when `pool` is null or the
+// work is too small to pay for waking threads.
 void conv_split(void (*kernel)(const ConvArgs&), const ConvArgs& a, ThreadPool* pool);
 
 // Tables compiled into this library, best first, that this CPU can run.
