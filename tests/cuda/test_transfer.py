@@ -388,3 +388,22 @@ def test_fast_serves_concurrent_callers(mnist_test):
         t.join()
     eng.close()
     assert not errors, errors
+
+
+@pytest.mark.requires_cuda
+@pytest.mark.parametrize("path", ["fused", "fast"])
+def test_engines_of_every_model_alive_together_each_keep_their_kernels_shared_memory(path, mnist_test):
+    # The fused kernels' shared memory allowance is the process's, not a plan's: an engine
+    # planned after another, needing less, must not take the first one's away.
+    px = _pixels(mnist_test, 300)
+    engines = {name: lenet.Engine(name, device="cuda", cuda_path=path) for name in lenet.SHIPPED_MODELS}
+    try:
+        for batch in (1, 9, 300):
+            for name in [*lenet.SHIPPED_MODELS, *reversed(lenet.SHIPPED_MODELS)]:
+                got = engines[name].row_probabilities(px[:batch])
+                want = lenet.Engine(name, device="cpu").row_probabilities(px[:batch])
+                assert (got.argmax(1) == want.argmax(1)).all(), (name, batch)
+                assert np.abs(got - want).max() <= 1e-5, (name, batch)
+    finally:
+        for eng in engines.values():
+            eng.close()

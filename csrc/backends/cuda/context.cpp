@@ -47,7 +47,13 @@ void CompletionFlag::wait(cudaStream_t s) const {
         [flag] { return read_flag(flag); }, seq_,
         [s](std::string* error) {
             const cudaError_t e = cudaStreamQuery(s);
-            if (e == cudaErrorNotReady) return StreamState::running;
+            if (e == cudaErrorNotReady) {
+                // "Not ready" is an answer, but the runtime may also leave it as this
+                // thread's last error, where the next launch's cudaGetLastError check
+                // would throw it: take it back off.
+                if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+                return StreamState::running;
+            }
             if (e == cudaSuccess) return StreamState::idle;
             (void)cudaGetLastError();
             *error = "cudaStreamQuery, waiting for a call's completion flag: " + error_text(e);

@@ -2,6 +2,10 @@
 // in turn over shared memory, a barrier between phases (fused_program.h holds the
 // work; the host emulation runs the same code).
 
+#include <map>
+#include <mutex>
+#include <utility>
+
 #include "fused.cuh"
 
 namespace lenet::cuda::fused {
@@ -78,19 +82,33 @@ cudaError_t launch_blob(const Op* ops, int op_count, const Tile& tile, int threa
 }  // namespace
 
 cudaError_t allow_shared_memory(int images, int shared_bytes) {
+    // The attribute belongs to the kernel, for the whole process on a device, not to a
+    // plan: engines planned for different models share it. It only ever rises, so that
+    // a second engine that needs less does not fail the first's launches.
+    static std::mutex mutex;
+    static std::map<std::pair<int, int>, int> allowed;  // (device, images per block) -> bytes
+    int device = 0;
+    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+    std::lock_guard<std::mutex> lock(mutex);
+    int& now = allowed[{device, images}];
+    if (shared_bytes <= now) return cudaSuccess;
     const cudaFuncAttribute a = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    cudaError_t e = cudaErrorInvalidValue;
     switch (images) {
         case 1:
-            for (cudaError_t e : {cudaFuncSetAttribute(forward_parameter<kParameterBlobs[0]>, a, shared_bytes),
-                                  cudaFuncSetAttribute(forward_parameter<kParameterBlobs[1]>, a, shared_bytes),
-                                  cudaFuncSetAttribute(forward_parameter<kParameterBlobs[2]>, a, shared_bytes)})
-                if (e != cudaSuccess) return e;
-            return cudaFuncSetAttribute(forward<1>, a, shared_bytes);
-        case 2: return cudaFuncSetAttribute(forward<2>, a, shared_bytes);
-        case 4: return cudaFuncSetAttribute(forward<4>, a, shared_bytes);
-        case 8: return cudaFuncSetAttribute(forward<8>, a, shared_bytes);
+            e = cudaSuccess;
+            for (cudaError_t blob : {cudaFuncSetAttribute(forward_parameter<kParameterBlobs[0]>, a, shared_bytes),
+                                     cudaFuncSetAttribute(forward_parameter<kParameterBlobs[1]>, a, shared_bytes),
+                                     cudaFuncSetAttribute(forward_parameter<kParameterBlobs[2]>, a, shared_bytes)})
+                if (e == cudaSuccess) e = blob;
+            if (e == cudaSuccess) e = cudaFuncSetAttribute(forward<1>, a, shared_bytes);
+            break;
+        case 2: e = cudaFuncSetAttribute(forward<2>, a, shared_bytes); break;
+        case 4: e = cudaFuncSetAttribute(forward<4>, a, shared_bytes); break;
+        case 8: e = cudaFuncSetAttribute(forward<8>, a, shared_bytes); break;
     }
-    return cudaErrorInvalidValue;
+    if (e == cudaSuccess) now = shared_bytes;
+    return e;
 }
 
 cudaError_t launch(const Op* ops, int op_count, const Tile& tile, int threads, int shared_bytes, const float* values,

@@ -11,7 +11,8 @@
 namespace lenet::cuda::fused {
 
 // Lets the kernel of a tile of `images` use `shared_bytes` of dynamic shared
-// memory (above 48 KiB it must be asked for). Once per plan.
+// memory (above 48 KiB it must be asked for). Once per plan; the allowance is the
+// process's and only rises (a smaller ask leaves it as it is).
 cudaError_t allow_shared_memory(int images, int shared_bytes);
 
 // Runs the program over n images: `values` (float32) or `pixels` (uint8 times

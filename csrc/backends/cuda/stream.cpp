@@ -68,16 +68,23 @@ public:
             capture(kind, layers);
         }
         if (mapped_) done_->next();  // the call's number, where the graph's last kernel reads it
-        if (exec)
-            LENET_CHECK(cudaGraphLaunch(exec.get(), s));
-        else
-            enqueue(kind, layers);
-        if (mapped_)
-            done_->wait(s);
-        else
-            LENET_CHECK(cudaStreamSynchronize(s));
+        try {
+            if (exec)
+                LENET_CHECK(cudaGraphLaunch(exec.get(), s));
+            else
+                enqueue(kind, layers);
+            if (mapped_)
+                done_->wait(s);
+            else
+                LENET_CHECK(cudaStreamSynchronize(s));
+        } catch (...) {
+            drain();  // what was launched before the failure still reads and writes our buffers
+            throw;
+        }
         std::memcpy(y, pinned_out_.get(), out_bytes_ * n);
     }
+
+    ~GraphStream() override { drain(); }  // nothing still running may touch the buffers freed here
 
     Facts facts() const override {
         const bool any = exec_[0] || exec_[1];
@@ -91,6 +98,8 @@ public:
 
 private:
     enum class Kind { values, pixels };
+
+    void drain() noexcept { (void)cudaStreamSynchronize(ctx_.stream.get()); }
 
     PinnedMemory host_alloc(size_t bytes) const { return mapped_ ? mapped_alloc(bytes) : pinned_alloc(bytes); }
 
