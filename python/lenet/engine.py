@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import threading
 import weakref
 from typing import Any, Callable, Iterator, Optional, Sequence, Union, overload
 
@@ -20,6 +21,7 @@ from .images.limits import MAX_FILE_BYTES, max_image_pixels
 from .model import DEFAULT_MODEL, Model, load
 from .plans import describe_lines, describe_plans
 from .results import Number, Result, answers, result_of, results
+from .shipped import NUMBER_RECHECK
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -60,6 +62,10 @@ class Engine:
     "auto" (the best hand-written kernels this CPU runs), "avx512", "avx2",
     "generic", or "blas" (im2col + OpenBLAS SGEMM: the reference path);
     ``lenet.cpu_kernel_sets()`` lists what this CPU runs.
+    ``recheck_with``: the second reader of ``read_number``, which reads again the
+    candidate digits this model is unsure of (weights as ``weights`` takes them, of the
+    same image shape and classes; made and checked on first use); "auto" (the default): lenet-tf for
+    the shipped lenet5, none for other models; None: none.
     One Engine may be called from several threads at once.
 
     ``close()`` (or a ``with`` block) releases what the engine holds (on CUDA: its
@@ -82,8 +88,15 @@ class Engine:
         cuda_graphs: bool = True,
         cpu_kernels: str = "auto",
         cuda_path: str = "auto",
+        recheck_with: Union[str, os.PathLike, Model, None] = "auto",
     ):
         self.model = weights if isinstance(weights, Model) else load(weights, arch=arch)
+        if isinstance(recheck_with, str) and recheck_with == "auto":
+            shipped = DEFAULT_MODEL if weights is None else weights if isinstance(weights, str) else None
+            recheck_with = NUMBER_RECHECK.get(shipped) if shipped is not None else None
+        self._recheck_with = recheck_with
+        self._recheck: Optional[Engine] = None
+        self._recheck_lock = threading.Lock()
         threads_asked = threads
         if threads is None:
             threads = default_threads()
@@ -114,6 +127,7 @@ class Engine:
             "cuda_graphs": cuda_graphs,
             "cpu_kernels": cpu_kernels,
             "cuda_path": cuda_path,
+            "recheck_with": recheck_with,
         }
         self._options = {
             "tf32": bool(allow_tf32) and self.device == "cuda",
@@ -145,6 +159,9 @@ class Engine:
         if not isinstance(self._executor, _ClosedExecutor):
             self._executor = _ClosedExecutor(repr(self))
         _open_engines.discard(self)
+        with self._recheck_lock:
+            if self._recheck is not None:
+                self._recheck.close()
 
     @property
     def closed(self) -> bool:
@@ -440,9 +457,41 @@ class Engine:
         """Reads a number written left to right in one image (a path, bytes or an
         array): the digits are found and split (broken strokes merged, touching
         digits split where their shape allows) and classified in one batch. Raises
-        InputError when there is no digit."""
-        rows, boxes, source = prepare_number(image, self.image_shape, self.row_probabilities, channel_order)
-        return Number(results(rows, self.row_probabilities(rows.x)), boxes, source)
+        InputError when there is no digit. Candidate digits this model is unsure of
+        are read by ``recheck_with``'s model instead (their probabilities are its)."""
+        read = self.row_probabilities
+        if self._recheck_with is not None:
+            from .images.number import rechecked
+
+            read = rechecked(read, self._second_reader)
+        rows, boxes, source = prepare_number(image, self.image_shape, read, channel_order)
+        return Number(results(rows, read(rows.x)), boxes, source)
+
+    def _second_reader(self) -> Callable[[np.ndarray], np.ndarray]:
+        """``recheck_with``'s engine's row_probabilities, the engine made on first use on
+        this one's device and options."""
+        with self._recheck_lock:
+            if self._recheck is None:
+                made = self._made_with
+                second = Engine(
+                    self._recheck_with,
+                    device=self.device,
+                    threads=made["threads"],
+                    allow_tf32=made["allow_tf32"],
+                    cuda_graphs=made["cuda_graphs"],
+                    cpu_kernels=made["cpu_kernels"],
+                    cuda_path=made["cuda_path"],
+                    recheck_with=None,
+                )
+                if second.model.image_shape != self.model.image_shape or second.classes != self.classes:
+                    second.close()
+                    raise InputError(
+                        f"recheck_with: {second.model.spec.source} takes {second.model.image_shape} images "
+                        f"into {second.classes} classes; this engine's model {self.model.image_shape} "
+                        f"into {self.classes}"
+                    )
+                self._recheck = second
+            return self._recheck.row_probabilities
 
     # --- the seam from images to answers: what infer, infer_iter, the server, the CLI
     # and Ray share (images.prepare makes the rows, results.answers the answers).

@@ -15,6 +15,9 @@ from .errors import ModelFileError
 SHIPPED_MODELS = ("lenet5", "lenet-keras", "lenet-tf")
 # The shipped models that also ship as .lenet files (DEFAULT_MODEL's the one that matters).
 LENET_FILES = ("lenet5",)
+# read_number's second reader of each shipped model that has one: the candidate digits it
+# is unsure of are read again by the larger network (images/number.py's RECHECK_BELOW).
+NUMBER_RECHECK = {"lenet5": "lenet-tf"}
 
 
 def _find(name: str, suffix: str) -> Optional[Path]:

@@ -21,6 +21,7 @@ from conftest import REPO
 
 import lenet
 from lenet import images
+from lenet.images import digit, number, page, rules  # noqa: F401 (loaded lazily: images.<module> below, in any test alone)
 from lenet.images.decode import decode
 from lenet.images.sniff import exif_orientation
 

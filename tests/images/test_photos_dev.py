@@ -17,9 +17,9 @@ import real  # noqa: E402
 # Issue 55 asked for 99% of the 185 single digits, every one of the 31 numbers whole, and
 # "no digit found" on none. Before it (main e1baa3a): 181 and 29, frozen599/0.png "no
 # digit found"; after it, 182 (three 7s and 6s of one writer the network misreads) and
-# 30 (harkib/image2.JPG's cursive 3 and 6 missed): single digits held with one of slack
-# for another machine's rounding, numbers at the goal's 31 less one (29 before). The same
-# photo path with lenet-tf reads 184 and 31.
+# 30 (harkib/image2.JPG's cursive 3 and 6 missed); since read_number's second reader
+# (lenet-tf for the candidate digits lenet5 is unsure of), 31. Held with one of slack
+# for another machine's rounding. The same photo path with lenet-tf reads 184 and 31.
 MIN_SINGLES, MIN_NUMBERS = 181, 30
 
 
