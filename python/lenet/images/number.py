@@ -117,8 +117,8 @@ STEP = 0.5  # the cost of a cut moving one column sideways, against 1 per ink pi
 # threshold from 0.6 to 0.9 reads as many numbers as before or more on each set (1,210 to
 # 1,212 of 1,320, against 1,204); 0.6, where a calibrated shipped model is right about
 # 60% of the time, sends the fewest candidates (12% of them). Rechecked by lenet-keras,
-# fewer numbers are read. On single digits (``infer``) it read no photo more and one
-# drawn digit fewer: not used there.
+# fewer numbers are read. On single digits (``infer``) it read no photo more at 0.6 and
+# lost drawn digits at every threshold (docs/real-images.md): not used there.
 RECHECK_BELOW = 0.6
 
 
