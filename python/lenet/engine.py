@@ -92,8 +92,8 @@ class Engine:
     ):
         self.model = weights if isinstance(weights, Model) else load(weights, arch=arch)
         if isinstance(recheck_with, str) and recheck_with == "auto":
-            shipped = DEFAULT_MODEL if weights is None else weights if isinstance(weights, str) else None
-            recheck_with = NUMBER_RECHECK.get(shipped) if shipped is not None else None
+            shipped = DEFAULT_MODEL if weights is None else weights
+            recheck_with = NUMBER_RECHECK.get(shipped) if isinstance(shipped, str) else None
         self._recheck_with = recheck_with
         self._recheck: Optional[Engine] = None
         self._recheck_lock = threading.Lock()
