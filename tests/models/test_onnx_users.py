@@ -2,8 +2,9 @@
 without a channel axis or a batch axis, NHWC inputs, and pixels prepared as the model's
 author prepared them, through infer, lenet-cli and lenet-serve's engine options.
 
-The files are tests/data/onnx's (tools/make-onnx-zoo); ONNX Runtime is the reference,
-fed as each author fed the model: torchvision's ToTensor + Normalize arithmetic
+The files are tests/data/onnx's (tools/make-onnx-zoo); ONNX Runtime is the reference (for
+the quantized files, the graph's own arithmetic: onnx_reference.py), fed as each author fed
+the model: torchvision's ToTensor + Normalize arithmetic
 (x / 255, then (x - mean) / std in float32), in the file's own input layout.
 """
 
@@ -49,7 +50,11 @@ ENDINGS = {
 }
 
 
-def ort_outputs(path, x, batch_axis):
+def reference_outputs(path, x, batch_axis, like=None):
+    """ONNX Runtime's outputs; a quantized graph's own arithmetic (onnx_reference.graph_outputs,
+    `like` an engine's outputs), which ONNX Runtime's integer kernels give only on some CPUs."""
+    if onnx_reference.is_quantized(path):
+        return onnx_reference.graph_outputs(path, x, like=like, tol=TOL)
     s = onnx_reference.session(path)
     name = s.get_inputs()[0].name
     dims = s.get_inputs()[0].shape
@@ -101,8 +106,8 @@ def test_predict_proba_is_the_documented_distribution_for_every_ending(path):
     if path.stem in ENDINGS:
         assert kind == ENDINGS[path.stem]
     x = RNG.random((9,) + tuple(eng.input_shape[1:]), dtype=np.float32)
-    want = distribution(ort_outputs(path, x, eng.model.spec.extra["batch_axis"]), kind)
     p = eng.predict_proba(x)
+    want = distribution(reference_outputs(path, x, eng.model.spec.extra["batch_axis"], like=eng.predict(x)), kind)
     np.testing.assert_allclose(p.sum(axis=1), 1.0, atol=TOL)
     assert np.abs(p - want).max() <= TOL
     assert (p.argmax(1) == want.argmax(1)).all()
@@ -132,7 +137,8 @@ def test_infer_feeds_every_zoo_model_as_its_author_did(path, tmp_path):
     got = np.stack([r.probabilities for r in eng.infer(pngs, mode="mnist")])
     mean, std = RECORDED.get(path.stem, (options.get("mean", 0.0), options.get("std", 1.0)))
     x = author_input(path, pixels, mean, std)
-    want = distribution(ort_outputs(path, x, eng.model.spec.extra["batch_axis"]), eng.model.network.output_kind)
+    outputs = reference_outputs(path, x, eng.model.spec.extra["batch_axis"], like=eng.predict(x))
+    want = distribution(outputs, eng.model.network.output_kind)
     np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=TOL)
     assert np.abs(got - want).max() <= TOL, f"{path.name}: {np.abs(got - want).max():.3g}"
     assert (got.argmax(1) == want.argmax(1)).all()
@@ -152,7 +158,7 @@ def test_normalized_pixels_through_infer_and_the_cli_give_onnx_runtimes_answer(t
     pixels = digits_for((28, 28, 1), 3)
     png = tmp_path / "digit.png"
     cv2.imwrite(str(png), pixels[0, :, :, 0])
-    want = np.exp(ort_outputs(path, author_input(path, pixels[:1], 0.1307, 0.3081), True))[0]
+    want = np.exp(reference_outputs(path, author_input(path, pixels[:1], 0.1307, 0.3081), True))[0]
     r = lenet.infer(str(png), weights=path, device="cpu", mode="mnist", mean=0.1307, std=0.3081)
     assert np.abs(r.probabilities - want).max() <= TOL and r.digit == int(want.argmax())
     plain = lenet.infer(str(png), weights=path, device="cpu", mode="mnist")
@@ -305,7 +311,7 @@ def test_a_graph_of_one_image_is_batched_by_the_engine(form, tmp_path):
     eng = lenet.Engine(p, device="cpu")
     assert not eng.model.spec.extra["batch_axis"] and eng.image_shape == (28, 28, 1)
     x = RNG.random((7,) + eng.input_shape[1:], dtype=np.float32)
-    want = ort_outputs(p, x.reshape(7, 1, 28, 28), False)
+    want = reference_outputs(p, x.reshape(7, 1, 28, 28), False)
     assert np.abs(eng.predict(x).reshape(7, -1) - want).max() <= TOL
     np.testing.assert_allclose(eng.predict_proba(x).sum(axis=1), 1.0, atol=TOL)
 
@@ -331,7 +337,7 @@ def test_the_server_takes_the_authors_preprocessing(tmp_path):
 
     pixels = digits_for((28, 28, 1), 1)
     ok, png = cv2.imencode(".png", pixels[0, :, :, 0])
-    want = np.exp(ort_outputs(path, author_input(path, pixels, 0.1307, 0.3081), True))[0]
+    want = np.exp(reference_outputs(path, author_input(path, pixels, 0.1307, 0.3081), True))[0]
     app = create_app(weights=str(path), device="cpu", threads=1, mean=0.1307, std=0.3081)
     with TestClient(app) as client:
         r = client.post("/v1/classify", content=png.tobytes(), headers={"Content-Type": "image/png"})

@@ -3,7 +3,7 @@ ConvInteger, MatMulInteger, each followed by Cast and a Mul by the scales) and s
 QDQ graphs (QuantizeLinear / DequantizeLinear pairs around float operators; their
 constant weights and biases are dequantized by the folding in rewrite.py).
 
-The core computes it in float32, as ONNX Runtime does in integers where that matters:
+The core computes it in float32, exact where the operators define integers:
 
 * a dynamic quantization (the core's ``quantize`` record with ``integers``) gives each
   value's integer less the zero point, as a float; ConvInteger and MatMulInteger become a
@@ -11,7 +11,8 @@ The core computes it in float32, as ONNX Runtime does in integers where that mat
   whose sums are exact in float32 (below 2^24); the Mul of those sums by the input's scale
   times the weights' becomes a ``dequantize`` record, which takes the input's scale from
   the same values the quantization saw, per sample. So every value that a later
-  quantization rounds is the value ONNX Runtime rounds, bit for bit, and no rounding flips.
+  quantization rounds is the graph's, bit for bit, and no rounding flips (and ONNX Runtime's
+  where its kernels are exact: not on x86 without VNNI, docs/model-files.md).
 * a static quantization (QDQ) gives the values its integers stand for, ((q - zero) *
   scale), to the float operators after its DequantizeLinear, as the graph says.
 
