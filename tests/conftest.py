@@ -55,6 +55,13 @@ SLOW = bool(os.environ.get("LENET_SLOW_TESTS"))
 slow_job = pytest.mark.skip(reason="a slow job (minutes on 2 cores): LENET_SLOW_TESTS=1 runs it, as CI does")
 
 
+def pytest_xdist_auto_num_workers(config):
+    """-n auto (pyproject.toml's addopts): a worker per core this process may use, at most 4 —
+    each imports TensorFlow and builds what its tests share (1-3 GB), and past 4 the shared
+    set-ups outweigh the gain."""
+    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "requires_cuda: needs a usable CUDA GPU; skipped visibly without one")
     config.addinivalue_line(

@@ -195,7 +195,7 @@ def test_python_suite_on_the_sanitized_core(sanitized):
     _fail_on_reports(where, "importing the sanitized package")
     assert where.stdout.strip().startswith(str(pkg)), where.stdout
     proc = _run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", PY_DESELECT, *PY_TESTS],
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-k", PY_DESELECT, *PY_TESTS],
         env=env,
         timeout=3000,
     )

@@ -7,7 +7,7 @@ one *case* per layer or placement that real MNIST models use, built with Keras 3
 the same weights (drawn from numpy, never from Keras' initialisers), saved in the
 file forms of its framework, and the output Keras computes on ``x`` recorded.
 
-    get_zoo()                      -> Zoo {name: ZooModel}, built once per process (temp dir)
+    get_zoo(only=None)             -> Zoo {name: ZooModel}, built once per process (temp dir); only: cases
     build_zoo(directory, only)     -> the same into a directory; only = set of case names
     CASES                          -> {case: what it covers}; tests parametrize over it without building
     LAYER_CLASSES / build_layer_zoo(directory) / get_layer_zoo()
@@ -148,7 +148,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 import numpy as np
 
@@ -1667,11 +1667,20 @@ def _tempdir() -> Path:
     return d
 
 
-def get_zoo() -> Zoo:
-    """The whole zoo, built once per process into a temporary directory removed at exit."""
-    if "zoo" not in _cache:
+def get_zoo(only: Optional[Iterable[str]] = None) -> Zoo:
+    """The whole zoo, built once per process into a temporary directory removed at exit; or
+    only the cases named (a test module that needs a few need not build 250 models: under
+    pytest-xdist each worker process builds what its modules ask for), from the whole zoo
+    where this process has built it."""
+    if "zoo" in _cache:
+        return _cache["zoo"]
+    if only is None:
         _cache["zoo"] = build_zoo(_tempdir())
-    return _cache["zoo"]
+        return _cache["zoo"]
+    key = ("cases", frozenset(only))
+    if key not in _cache:
+        _cache[key] = build_zoo(_tempdir(), set(only))
+    return _cache[key]
 
 
 def get_layer_zoo() -> Zoo:

@@ -37,7 +37,7 @@ MAX_UNITS = 8.0
 
 @pytest.fixture(scope="module")
 def bn_models():
-    zoo = kz.get_zoo()
+    zoo = kz.get_zoo(only=CASES)
     zoo.require(*(f"k3_{c}" for c in CASES))
     models = [z for z in zoo.values() if z.case in CASES and z.form == "h5"]
     assert {z.case for z in models} == set(CASES)

@@ -65,7 +65,7 @@ def seed_dir(fixtures, tmp_path_factory):  # noqa: F811
         shutil.copy(fx.weights, d / Path(fx.weights).name)
         if fx.arch is not None:
             shutil.copy(fx.arch, d / Path(fx.arch).name)
-    zoo = keras_zoo.get_zoo()
+    zoo = keras_zoo.get_zoo(only={name.split("_", 1)[1].split(".")[0] for name in ZOO_SEEDS})
     for name in ZOO_SEEDS:
         if name in zoo:
             shutil.copy(zoo[name].path, d / Path(zoo[name].path).name)
