@@ -9,9 +9,9 @@
 // (BUILD: a CMake build of the library, e.g. cmake -S . -B /tmp/b -G Ninja -DLENET_CUDA=OFF
 // -DSKBUILD_PROJECT_VERSION=0.1.0 -Dpybind11_DIR=$(python -m pybind11 --cmakedir) && ninja -C
 // /tmp/b lenet; MACS: the model's multiply-adds per image, as lenet-bench's header gives them:
-// lenet5 416,520, lenet-keras 193,856, lenet-tf 13,883,904.) Prints per image: the minimum and median over blocks of 200 calls, the
-// FMA floor (the model's multiply-adds at the rate of one thread's independent vfmadd231ps,
-// 8 lanes on AVX2, measured after every block) and the ratios. x86-64 with AVX2 only.
+// lenet5 416,520, lenet-keras 193,856, lenet-tf 13,883,904.) Prints per image: the minimum and median over blocks of
+// 200 calls, the FMA floor (the model's multiply-adds at the rate of one thread's independent vfmadd231ps, 8 lanes on
+// AVX2, measured after every block) and the ratios. x86-64 with AVX2 only.
 #include <lenet/lenet.h>
 
 #include <algorithm>
@@ -86,8 +86,9 @@ int main(int argc, char** argv) {
     }
     const double call_min = *std::min_element(call_us.begin(), call_us.end());
     const double floor_min = *std::min_element(floor_us.begin(), floor_us.end());
-    std::printf("%s %s b%d, %d thread(s): %.2f us min, %.2f median per image; FMA floor %.2f min, %.2f median "
-                "(%.0f multiply-adds); %.2fx (min / min), %.2fx (median / median); %zu blocks\n",
-                argv[1], argv[2], batch, options.threads, call_min, median(call_us), floor_min, median(floor_us), macs,
-                call_min / floor_min, median(call_us) / median(floor_us), call_us.size());
+    std::printf(
+        "%s %s b%d, %d thread(s): %.2f us min, %.2f median per image; FMA floor %.2f min, %.2f median "
+        "(%.0f multiply-adds); %.2fx (min / min), %.2fx (median / median); %zu blocks\n",
+        argv[1], argv[2], batch, options.threads, call_min, median(call_us), floor_min, median(floor_us), macs,
+        call_min / floor_min, median(call_us) / median(floor_us), call_us.size());
 }
