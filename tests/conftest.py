@@ -111,7 +111,7 @@ def pytest_collection_modifyitems(items):
     if SLOW:
         # The files with slow jobs first (a stable sort: the order within a file is kept): under
         # pytest-xdist each is a worker's for minutes (the sanitized build compiles the kernels for
-        # 7 minutes on 2 cores), and started last it would run alone after the rest had finished.
+        # about 10 minutes on 2 cores), and started last it would run alone after the rest had finished.
         # Files that are slow jobs throughout (the two builds) before those with a few.
         counts: dict = {}
         for item in items:

@@ -284,7 +284,7 @@ def _evaluate(path, sample, saturate_matmul_integer, flip) -> Run:
     m, consts = _load(str(path))
     st = _State(saturate_matmul_integer, flip)
     env = {k: _Tensor(val) for k, val in consts.items()}
-    env[m.graph.input[0].name] = _Tensor(np.asarray(sample, F32)[None])
+    env[m.graph.input[0].name] = _Tensor(sample[None])
     for node in m.graph.node:
         for out, t in zip(node.output, _node(st, node, env)):
             env[out] = t

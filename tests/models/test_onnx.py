@@ -82,8 +82,7 @@ def test_zoo_against_onnx_runtime(path):
         per = eng.input_shape[1:]
         x = zoo_inputs(per, eng.model.spec.extra["input_layout"] == "nhwc")
         if onnx_reference.is_quantized(path):  # the graph's arithmetic, one sample at a time
-            got = eng.predict(x)
-            want = onnx_reference.graph_outputs(path, x, like=got, tol=TOL).astype(np.float32)
+            want = onnx_reference.graph_outputs(path, x, like=eng.predict(x), tol=TOL).astype(np.float32)
         elif not eng.model.spec.extra["batch_axis"]:  # no batch axis: ONNX Runtime takes one sample at a time
             want = np.stack([ort_run(path, s) for s in x])
         elif all(isinstance(d, int) for d in dims):  # a fixed batch
