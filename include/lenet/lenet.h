@@ -57,7 +57,8 @@ struct EngineOptions {
     std::string device = "cpu";
     // CPU worker threads, 1..1024; 0: the CPUs this process may run on.
     int threads = 0;
-    // "auto" (the best kernels this CPU runs), "avx512", "avx2", "generic" or "blas".
+    // "auto" (the best kernels this CPU runs, capped by $LENET_MAX_CPU_ISA where it is set),
+    // "avx512", "avx2", "generic" or "blas".
     std::string cpu_kernels = "auto";
     // CUDA only, as Python's Engine takes them.
     bool allow_tf32 = false;

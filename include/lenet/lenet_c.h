@@ -67,7 +67,8 @@ LENET_API void lenet_options_free(lenet_options* options);
 LENET_API lenet_error* lenet_options_set_device(lenet_options* options, const char* device);
 /* CPU worker threads, 1..1024; 0: the CPUs this process may run on. */
 LENET_API lenet_error* lenet_options_set_threads(lenet_options* options, int threads);
-/* "auto" (the best kernels this CPU runs), "avx512", "avx2", "generic" or "blas". */
+/* "auto" (the best kernels this CPU runs, capped by $LENET_MAX_CPU_ISA where it is set), "avx512",
+ * "avx2", "generic" or "blas". */
 LENET_API lenet_error* lenet_options_set_cpu_kernels(lenet_options* options, const char* kernels);
 /* CUDA only, as Python's Engine takes them. */
 LENET_API lenet_error* lenet_options_set_allow_tf32(lenet_options* options, int allow);

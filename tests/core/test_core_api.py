@@ -150,3 +150,51 @@ def test_pixels_converted_in_the_core_are_numpys_conversion():
         eng._executor.pixel_probabilities(px, float("nan"))
     with pytest.raises(lenet.InputError, match="uint8 array of shape"):
         eng._executor.pixel_probabilities(px[:, :27], 1.0)
+
+
+def _under_isa_cap(cap: str, code: str) -> str:
+    """Runs ``code`` in a fresh interpreter with LENET_MAX_CPU_ISA=cap; returns its stdout."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "LENET_MAX_CPU_ISA": cap}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_max_cpu_isa_caps_the_kernel_sets_and_auto():
+    have = [k for k in lenet.cpu_kernel_sets() if k not in ("blas", "nchw")]
+    for cap in have:
+        code = "import lenet\nprint(','.join(lenet.cpu_kernel_sets()), lenet.info()['cpu_kernels'])\n"
+        sets, auto = _under_isa_cap(cap, code).split()
+        assert sets.split(",") == have[have.index(cap) :] + ["blas", "nchw"]
+        assert auto == cap
+    # "auto" under the cap answers as the capped set named outright, bit for bit.
+    x = np.random.default_rng(0).random((5, 28, 28, 1), dtype=np.float32)
+    last = have[min(1, len(have) - 1)]  # below the widest where there is one
+    want = lenet.Engine("lenet5", cpu_kernels=last).predict_proba(x)
+    got = _under_isa_cap(
+        last,
+        "import lenet, numpy as np\n"
+        "x = np.random.default_rng(0).random((5, 28, 28, 1), dtype=np.float32)\n"
+        "print(lenet.Engine('lenet5').predict_proba(x).tobytes().hex())",
+    )
+    assert bytes.fromhex(got) == want.tobytes()
+
+
+def test_max_cpu_isa_refuses_what_it_cannot_name():
+    code = "import lenet\ntry:\n    lenet.cpu_kernel_sets()\nexcept lenet.InputError as e:\n    print('refused:', e)\n"
+    out = _under_isa_cap("sse9", code)
+    assert out.startswith("refused:") and "LENET_MAX_CPU_ISA='sse9'" in out and "avx2" in out
+    if "avx512" in lenet.cpu_kernel_sets():
+        code = (
+            "import lenet\n"
+            "try:\n"
+            "    lenet.Engine('lenet5', cpu_kernels='avx512')\n"
+            "except lenet.InputError as e:\n"
+            "    print('refused:', e)\n"
+        )
+        out = _under_isa_cap("avx2", code)
+        assert out.startswith("refused:") and "capped by LENET_MAX_CPU_ISA=avx2" in out

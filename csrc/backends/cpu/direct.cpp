@@ -2,8 +2,11 @@
 // measuring the CPU's multiply-add rate.
 #include "direct.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "../../support/errors.h"
@@ -16,6 +19,9 @@ extern const KernelTable kTable_avx2;
 #endif
 extern const KernelTable kTable_generic;
 
+// LENET_MAX_CPU_ISA (avx512, avx2 or generic) caps the sets below at one this CPU runs,
+// as ONEDNN_MAX_CPU_ISA does oneDNN's: an AVX-512 machine then runs, and tests, what an
+// AVX2 laptop runs. Read on every call: a test may set it per process.
 std::vector<const KernelTable*> supported_tables() {
     std::vector<const KernelTable*> tables;
 #if !defined(LENET_GENERIC_ONLY)
@@ -27,6 +33,21 @@ std::vector<const KernelTable*> supported_tables() {
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) tables.push_back(&kTable_avx2);
 #endif
     tables.push_back(&kTable_generic);
+    const char* cap = std::getenv(kMaxIsaVariable);
+    if (!cap || !*cap) return tables;
+    static constexpr const char* kOrder[] = {"avx512", "avx2", "generic"};  // widest first
+    int rank = -1;
+    for (int i = 0; i < 3; ++i)
+        if (std::strcmp(cap, kOrder[i]) == 0) rank = i;
+    if (rank < 0)
+        throw InputError(std::string(kMaxIsaVariable) + "='" + cap +
+                         "': not a CPU kernel set (avx512, avx2 or generic; unset for the best this CPU runs)");
+    const auto above_cap = [&](const KernelTable* t) {
+        for (int i = 0; i < rank; ++i)
+            if (std::strcmp(t->isa, kOrder[i]) == 0) return true;
+        return false;
+    };
+    tables.erase(std::remove_if(tables.begin(), tables.end(), above_cap), tables.end());
     return tables;
 }
 
@@ -38,8 +59,10 @@ const KernelTable* table_named(const std::string& name) {
         if (name == t->isa) return t;
         known += std::string(known.empty() ? "" : ", ") + t->isa;
     }
+    const char* cap = std::getenv(kMaxIsaVariable);
     throw InputError("CPU kernels '" + name + "' are not available on this CPU (available: auto, " + known +
-                     ", blas, nchw)");
+                     ", blas, nchw" + (cap && *cap ? std::string("; capped by ") + kMaxIsaVariable + "=" + cap : "") +
+                     ")");
 }
 
 PackedWeights pack(const std::vector<float>& hwio, const std::vector<float>& bias, int kh, int kw, int ci, int co) {

@@ -176,7 +176,11 @@ inline int rows_lanes(int ow, int width) {
 // work is too small to pay for waking threads.
 void conv_split(void (*kernel)(const ConvArgs&), const ConvArgs& a, ThreadPool* pool);
 
-// Tables compiled into this library, best first, that this CPU can run.
+// The environment variable that caps the kernel sets "auto" and supported_tables() offer.
+inline constexpr const char* kMaxIsaVariable = "LENET_MAX_CPU_ISA";
+
+// Tables compiled into this library, best first, that this CPU can run, at most the
+// widest $LENET_MAX_CPU_ISA names; throws InputError for a value that names no set.
 std::vector<const KernelTable*> supported_tables();
 // "auto" (the best supported), "avx512", "avx2" or "generic"; throws InputError
 // for an unknown name or one this CPU cannot run.

@@ -56,6 +56,8 @@ def machine(threads: int) -> dict:
             ),
             "?",
         ),
+        # The kernels lenet's "auto" runs here: the CPU's widest, or LENET_MAX_CPU_ISA's cap.
+        "lenet_kernels": info["cpu_kernels"] + (" (LENET_MAX_CPU_ISA)" if os.environ.get("LENET_MAX_CPU_ISA") else ""),
         "cores": cores,
         "memory_gib": round(mem, 1) if mem else None,
         "threads": threads,
@@ -174,7 +176,8 @@ def header_lines(h: dict) -> list[str]:
     m = h["machine"]
     gpu = m["gpu"] or f"no GPU ({m['gpu_note']})"
     lines = [
-        f"{m['cpu']} ({m['isa']}), {m['cores']} cores, {m['memory_gib']} GiB, {m['os']}; {gpu}",
+        f"{m['cpu']} ({m['isa']}; lenet's kernels {m.get('lenet_kernels', '?')}), {m['cores']} cores, "
+        f"{m['memory_gib']} GiB, {m['os']}; {gpu}",
         f"threads: {m['threads']} for every CPU contender (TF intra/inter-op, ONNX Runtime, torch, BLAS, "
         f"lenet); load average {_load(m)}",
         f"work: {h['images']} digits from {h['source']}; {h['rounds']} interleaved rounds of timed blocks "
@@ -220,7 +223,8 @@ def markdown(header: dict, results: list[dict]) -> str:
     m, sizes = header["machine"], header["batch_sizes"]
     big = max(sizes)
     lines = [
-        f"lenet-bench on {m['cpu']} ({m['isa']}, {m['cores']} cores, {m['threads']} threads, "
+        f"lenet-bench on {m['cpu']} ({m['isa']}, lenet's kernels {m.get('lenet_kernels', '?')}, "
+        f"{m['cores']} cores, {m['threads']} threads, "
         f"{m['gpu'] or 'no GPU'}), {m['date'][:10]}. {header['images']} MNIST digits, same weights and "
         f"array for all; median of {header['rounds']} interleaved rounds; "
         f"load average {_load(m)}; {reference_line(header)}.",
