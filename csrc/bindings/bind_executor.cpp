@@ -14,6 +14,15 @@
 namespace lenet::bindings {
 namespace {
 
+// Whether the interpreter is shutting down (the GIL must then not be released).
+bool python_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
 // The executor on a C-contiguous batch in the model's input shape (float32 values, or
 // uint8 pixels times `scale`); the outputs in the model's output shape.
 template <class T>
@@ -162,7 +171,20 @@ void bind_executor(py::module_& m) {
                     bytes *= d;
                 }
                 auto* owner = new std::shared_ptr<void>(ex.host_buffer(size_t(bytes)));
-                py::capsule base(owner, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); });
+                // On CUDA the last reference frees pinned memory, and cudaFreeHost waits for the
+                // device: not with the GIL held, which would stall every Python thread (issue 67).
+                const auto free_pinned = [](void* p) {
+                    auto* held = static_cast<std::shared_ptr<void>*>(p);
+                    if (python_finalizing()) {
+                        delete held;
+                        return;
+                    }
+                    py::gil_scoped_release release;
+                    delete held;
+                };
+                const auto free_plain = [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); };
+                py::capsule base =
+                    ex.backend().name() == "cuda" ? py::capsule(owner, free_pinned) : py::capsule(owner, free_plain);
                 return py::array(dtype, shape, owner->get(), base);
             },
             py::arg("shape"), py::arg("dtype"),

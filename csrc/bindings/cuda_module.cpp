@@ -48,6 +48,7 @@ py::dict load_libraries() {
     d["cudnn_path"] = r.cudnn_path;
     d["cublas_path"] = r.cublas_path;
     d["isolation"] = r.isolation;
+    d["shadowed"] = r.shadowed;
     return d;
 }
 
@@ -68,7 +69,9 @@ py::dict info() {
     d["cublas_loaded"] = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
     d["cudnn_path"] = cuda::entry_point_library("cudnnCreate");
     d["cublas_path"] = cuda::entry_point_library("cublasCreate_v2");
-    d["cuda_isolation"] = cuda::load_libraries({}, {}).isolation;
+    const cuda::LoadReport loaded = cuda::load_libraries({}, {});
+    d["cuda_isolation"] = loaded.isolation;
+    d["cuda_shadowed"] = loaded.shadowed;
     std::string why;
     if (cuda::device_count(&why) > 0) {
         if (!runtime.gpu.empty()) d["gpu"] = runtime.gpu;
@@ -132,7 +135,8 @@ fused::Program fused_program(const Network& net, int capacity, int min_blocks, i
     limits.shared_bytes = shared_bytes;
     limits.row_blocks = path == "fast";
     if (path == "fused") limits.max_macs = limits.max_weight_bytes = std::numeric_limits<int64_t>::max();
-    return fused::fused_plan(net.steps(), capacity, min_blocks, limits, why);
+    return fused::fused_plan(net.steps(), cuda::fused_launch_rows(path, capacity, net.input().d.size()), min_blocks,
+                             limits, why);
 }
 
 py::dict fused_plan(const std::shared_ptr<Network>& net, int capacity, int min_blocks, int shared_bytes,
@@ -207,9 +211,9 @@ py::array_t<float> fused_emulate(const std::shared_ptr<Network>& net, const py::
 // "mapped" hand the kernel a pointer to the input, "parameter" the launch's blob, packed
 // as the stream packs it; then the completion flag the kernel raises. For tests.
 py::dict fused_emulate_call(const std::shared_ptr<Network>& net, const py::array& x, int capacity,
-                            const std::string& transfer, unsigned seq, float scale) {
+                            const std::string& transfer, unsigned seq, float scale, int min_blocks) {
     std::vector<nchw::Constants> constants;
-    const fused::Program p = host_program(*net, capacity, 264, 232448, "fast", constants);
+    const fused::Program p = host_program(*net, capacity, min_blocks, 232448, "fast", constants);
     const bool pixels = x.dtype().kind() == 'u' && x.itemsize() == 1;
     const int64_t size = p.tile.input_size, row = size * (pixels ? 1 : 4);
     if (x.size() % size != 0) throw InputError("expected images of " + std::to_string(size) + " values");
@@ -368,7 +372,8 @@ PYBIND11_MODULE(_cuda, m) {
             // What a plan of this network and capacity would take (cuda_backend: the fused
             // kernel within auto's size rule on 'fast'), device-free.
             std::string why;
-            const fused::Program p = fused_program(*net, capacity, min_blocks, shared_bytes, "auto", &why);
+            const fused::Program p =
+                fused_program(*net, capacity, min_blocks, shared_bytes, path == "fast" ? "fast" : "auto", &why);
             const bool fused = !p.ops.empty() && path != "library";
             const cuda::TransferPlan t =
                 cuda::choose_transfer({path, fused, fused ? p.tile.images : 1, capacity, net->input().d.size()});
@@ -381,6 +386,7 @@ PYBIND11_MODULE(_cuda, m) {
         "for uint8 pixels, and why, without a GPU (the defaults are an H100's).");
     m.def("parameter_blob", &cuda::parameter_blob, py::arg("bytes"));
     m.def("chunk_rows", &cuda::chunk_rows, py::arg("capacity"), py::arg("row_bytes"));
+    m.def("fused_launch_rows", &cuda::fused_launch_rows, py::arg("path"), py::arg("capacity"), py::arg("input_size"));
     m.def(
         "chunk_schedule",
         [](int n, int rows, int streams) {
@@ -422,7 +428,7 @@ PYBIND11_MODULE(_cuda, m) {
         py::arg("regions"), py::arg("queries"), py::arg("removed") = std::vector<uintptr_t>{},
         "HostBuffers on made-up addresses: the device address of each (address, bytes) query, or None.");
     m.def("fused_emulate_call", &fused_emulate_call, py::arg("network"), py::arg("x"), py::arg("capacity"),
-          py::arg("transfer"), py::arg("seq") = 1, py::arg("scale") = 1.f,
+          py::arg("transfer"), py::arg("seq") = 1, py::arg("scale") = 1.f, py::arg("min_blocks") = 264,
           "The fused kernel's call emulated on the host as a transfer makes it: y, the completion flag and count.");
     m.def("completion_steps", &completion_steps, py::arg("blocks"), py::arg("seq"));
     m.def("wait_script", &wait_script, py::arg("flags"), py::arg("states"), py::arg("seq"), py::arg("step_us") = 1.0,

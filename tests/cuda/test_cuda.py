@@ -466,6 +466,41 @@ def test_tensorflow_first_captures_no_call_of_the_engine_or_its_libraries(tmp_pa
     assert results[True]["cublas_loaded"] == results[False]["cublas_loaded"] != "0.0.0"
 
 
+_SHADOW = """
+import ctypes, json, sys
+if len(sys.argv) > 1:
+    ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)  # another package's copy, loaded first
+import lenet
+print(json.dumps({"shadowed": lenet.info().get("cuda_shadowed")}))
+"""
+
+
+@built
+def test_a_cudnn_sub_library_loaded_first_from_elsewhere_is_reported(tmp_path):
+    """libcudnn.so.9 opens its sub-libraries by soname: where another package loaded a
+    copy of one first, cuDNN would get that copy, a mix of two builds. info() says which
+    (cuda_shadowed); with nothing loaded first it says nothing."""
+    import json
+    import os
+    import shutil
+    import sys
+
+    def shadowed(*first):
+        out = subprocess.run([sys.executable, "-c", _SHADOW, *first], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])["shadowed"]
+
+    assert shadowed() == ""
+    ours = os.path.dirname(lenet.info()["cudnn_path"] or "")
+    if not ours or not os.path.exists(os.path.join(ours, "libcudnn_graph.so.9")):
+        pytest.skip("cuDNN's sub-libraries are not files beside libcudnn.so.9 here")
+    # The same build in another file (libcudnn_graph needs no other cuDNN library to load).
+    other = tmp_path / "libcudnn_graph.so.9"
+    shutil.copy(os.path.join(ours, "libcudnn_graph.so.9"), other)
+    said = shadowed(str(other))
+    assert said.startswith("libcudnn_graph.so.9 resolves by soname to " + str(other.resolve())), said
+
+
 # ---- GPU needed ------------------------------------------------------------------
 
 

@@ -415,7 +415,10 @@ def test_which_convolutions_are_row_blocked():
         assert "(rows of 4)" in plan(net, 1, path="fast")["summary"]
         # the verified paths, and tiles of several images (pooling inside the conv), are not
         assert not any(op["row_block"] for op in plan(net, 1, path="fused")["ops"])
-        assert not any(op["row_block"] for op in plan(net, 4096, path="fast")["ops"])
+        assert not any(op["row_block"] for op in plan(net, 4096, path="fused")["ops"])
+        # on 'fast', tiles of several images where a chunk's launch still fills a GPU (of 4 SMs here)
+        assert plan(net, 4096, min_blocks=8, path="fast")["images_per_block"] == 8
+        assert not any(op["row_block"] for op in plan(net, 4096, min_blocks=8, path="fast")["ops"])
     cases = {"strided_rect": 4, "dilated": 0, "conv_pool_same": 4}  # (2, 3) with strides (2, 1); dilation 2
     for case, block in cases.items():
         ops = plan(_net(CASES[case]), 1, path="fast")["ops"]

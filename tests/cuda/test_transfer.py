@@ -53,6 +53,26 @@ def test_the_fused_kernels_transfers_by_capacity(name):
 
 
 @built
+@pytest.mark.parametrize("name", ["lenet5", "lenet-keras"])
+def test_a_chunked_plans_tile_is_chosen_for_its_chunks_launches(name):
+    """A plan chunked on 'fast' launches the kernel a chunk at a time: its tile (images per
+    block) is chosen for a chunk's rows, so that each launch still has the blocks the rule
+    asks (min_blocks, or one image a block). Sized for the whole 4,096, a 512-row chunk got
+    8 images a block: 64 blocks on a GPU of 132 SMs (issue 67). The verified path, which
+    launches whole batches, keeps its tile."""
+    net = _net(name)
+    min_blocks = 264
+    for capacity in (256, 1024, 4096):
+        rows = cm.fused_launch_rows("fast", capacity, 784)
+        assert rows == min(cm.chunk_rows(capacity, 3136), cm.chunk_rows(capacity, 784)) < capacity
+        ipb = cm.fused_plan(net, capacity, min_blocks=min_blocks, path="fast")["images_per_block"]
+        assert ipb == 1 or -(-rows // ipb) >= min_blocks, (capacity, rows, ipb)
+    assert cm.fused_launch_rows("fused", 4096, 784) == 4096  # whole batches
+    assert cm.fused_launch_rows("fast", 64, 784) == 64  # 200 KB of float32: mapped, one launch
+    assert cm.fused_plan(net, 4096, min_blocks=min_blocks, path="fused")["images_per_block"] == 8
+
+
+@built
 def test_layered_plans_take_mapped_memory_while_small_else_the_verified_staging():
     net = _net("lenet-tf")  # beyond the fused kernel's size rule
     for capacity in (1, 8, 64):
@@ -277,8 +297,8 @@ def test_a_blob_too_small_for_the_batch_is_refused():
     x = np.zeros((16, 784), np.float32)  # 50,176 bytes: no blob holds it
     with pytest.raises(lenet.InputError, match="no parameter blob holds 50176 bytes"):
         cm.fused_emulate_call(_net("lenet5"), x, 16, "parameter")
-    with pytest.raises(lenet.InputError, match="tiles of one image only"):
-        cm.fused_emulate_call(_net("lenet5"), np.zeros((4, 784), np.float32), 4096, "parameter")
+    with pytest.raises(lenet.InputError, match="tiles of one image only"):  # a GPU of 4 SMs: tiles of 8
+        cm.fused_emulate_call(_net("lenet5"), np.zeros((4, 784), np.float32), 4096, "parameter", min_blocks=8)
 
 
 @built

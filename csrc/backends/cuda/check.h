@@ -41,6 +41,16 @@ inline void check(cublasStatus_t s, const char* call, const char* file, int line
         fail(call, file, line, std::string(lib::cublasGetStatusName(s)) + ": " + lib::cublasGetStatusString(s));
 }
 
+// A call whose failure is deliberately ignored (a release in a destructor, a drain after
+// a failure): its error is taken back off the runtime's last error, where the next launch's
+// cudaGetLastError() check would otherwise report it as that launch's. An error already
+// pending (a launch not yet checked) is left as it was; a sticky one cannot be cleared.
+void clear_last_error() noexcept;  // cudaGetLastError(), out of line: the runtime lives in liblenet_cuda.so
+template <class Status>
+inline void ignore_failure(Status s) noexcept {
+    if (s != Status{}) clear_last_error();  // success is 0 for CUDA, cuDNN and cuBLAS
+}
+
 }  // namespace lenet::cuda
 
 #define LENET_CHECK(call) ::lenet::cuda::check((call), #call, __FILE__, __LINE__)

@@ -20,7 +20,7 @@ struct Completion {
 };
 
 // Run by one thread of each block, after every thread of the block stored its
-// answers and fenced them (signal_block_done).
+// answers, a barrier and that thread's system fence (signal_block_done).
 LENET_COMPLETION_FN void block_done(const Completion& c, unsigned blocks) {
 #if defined(__CUDA_ARCH__)
     const unsigned before = atomicAdd(c.arrived, 1u);
@@ -45,9 +45,14 @@ LENET_COMPLETION_FN void block_done(const Completion& c, unsigned blocks) {
 // arguments, c.seq among them, are fixed when it is captured); else c.seq.
 __device__ inline void signal_block_done(const Completion& c, const unsigned* request = nullptr) {
     if (!c.flag) return;  // the same for every thread: the barrier below is reached by all or none
-    __threadfence_system();  // this thread's answers reach the host before the block counts itself
     __syncthreads();
     if (threadIdx.x != 0) return;
+    // One fence, by the thread that counts the block: the barrier orders every thread's
+    // stores before it, and a fence is cumulative (PTX memory model: it orders what its
+    // thread observed, the other threads' stores through the barrier included), so the
+    // block's answers reach the host before the block counts itself. It was every
+    // thread's fence, on the batch-1 critical path (issue 67).
+    __threadfence_system();
     Completion call = c;
     if (request) call.seq = *static_cast<const volatile unsigned*>(request);
     block_done(call, gridDim.x);

@@ -29,8 +29,10 @@ public:
         if (!libraries_loaded()) throw CudaError("the CUDA backend's cuDNN and cuBLAS are not loaded");
         std::string why;
         if (device_count(&why) == 0) throw CudaError("no usable CUDA device: " + why);
+        ctx_.device = 0;
+        const Context::OnDevice on(ctx_.device);
         cudaDeviceProp prop{};
-        LENET_CHECK(cudaGetDeviceProperties(&prop, 0));
+        LENET_CHECK(cudaGetDeviceProperties(&prop, ctx_.device));
         ctx_.device_name = prop.name;
         ctx_.cc_major = prop.major;
         ctx_.sm_count = prop.multiProcessorCount;
@@ -80,7 +82,7 @@ public:
     std::shared_ptr<const StepConstants> prepare(const Step& s) override {
         nchw::Constants host = nchw::constants(s);
         auto k = std::make_shared<DeviceConstants>();
-        std::lock_guard<std::mutex> lock(ctx_.mutex);
+        const Context::Use use(ctx_);
         if (!host.weights.empty()) k->weights = upload(ctx_, host.weights);
         if (!host.bias.empty()) k->bias = upload(ctx_, host.bias);
         if (s.op == OpKind::conv2d) k->host_bias = std::move(host.bias);
@@ -89,7 +91,7 @@ public:
 
     std::unique_ptr<Kernel> kernel(const Step& s, const StepConstants* constants, int capacity) override {
         // Planning uses the engine's handles and stream: not while a call runs on them.
-        std::lock_guard<std::mutex> lock(ctx_.mutex);
+        const Context::Use use(ctx_);
         StepPlan p = plan_step(s, capacity, ctx_.allow_tf32);
         const auto& k = *static_cast<const DeviceConstants*>(constants);
         switch (s.op) {
@@ -111,7 +113,7 @@ public:
     std::unique_ptr<Kernel> network_kernel(const std::vector<Step>& steps,
                                            const std::vector<const StepConstants*>& constants, int capacity,
                                            std::string* why) override {
-        std::lock_guard<std::mutex> lock(ctx_.mutex);
+        const Context::Use use(ctx_);
         return make_network_kernel(ctx_, steps, constants, capacity, why);
     }
     bool takes_pixels() const override { return true; }
@@ -120,12 +122,13 @@ public:
     bool time_paths() const override { return ctx_.path == "auto"; }
 
     Buffer alloc(size_t floats) override {
+        const Context::OnDevice on(ctx_.device);
         const Allocation a = device_alloc(floats * sizeof(float)).release_ownership();
         return Buffer(static_cast<float*>(a.p), [a](float*) { release(a); });
     }
 
     std::unique_ptr<Stream> stream(int capacity, int64_t input_size, int64_t output_size) override {
-        std::lock_guard<std::mutex> lock(ctx_.mutex);
+        const Context::Use use(ctx_);
         return make_graph_stream(ctx_, capacity, input_size, output_size);
     }
 
@@ -133,13 +136,16 @@ public:
                                            int64_t output_size) override {
         if (ctx_.path == "fast")
             if (const auto launch = fused_launch_of(whole)) {
-                std::lock_guard<std::mutex> lock(ctx_.mutex);
+                const Context::Use use(ctx_);
                 return make_direct_stream(ctx_, *launch, capacity, input_size, output_size);
             }
         return stream(capacity, input_size, output_size);
     }
 
-    std::shared_ptr<void> host_buffer(size_t bytes) override { return cuda::host_buffer(bytes); }
+    std::shared_ptr<void> host_buffer(size_t bytes) override {
+        const Context::OnDevice on(ctx_.device);  // mapped memory is mapped for the current device's context
+        return cuda::host_buffer(bytes);
+    }
 
 private:
     Context ctx_;

@@ -67,7 +67,7 @@ public:
     bool checks_values() const override { return true; }
 
     void forward(HostInput x, float* y, int n, const LayerWalk&) override {
-        std::lock_guard<std::mutex> lock(ctx_.mutex);
+        const Context::Use use(ctx_);
         const bool pixels = x.pixels != nullptr;
         const Transfer t = pixels ? transfer_.pixels : transfer_.values;
         if (t == Transfer::chunked) return chunked(x, y, n);
@@ -160,10 +160,9 @@ private:
     }
 
     void drain() noexcept {
-        (void)cudaStreamSynchronize(ctx_.stream.get());
+        ignore_failure(cudaStreamSynchronize(ctx_.stream.get()));
         for (StreamHandle& s : streams_)
-            if (s) (void)cudaStreamSynchronize(s.get());
-        (void)cudaGetLastError();
+            if (s) ignore_failure(cudaStreamSynchronize(s.get()));
     }
 
     Context& ctx_;

@@ -67,7 +67,8 @@ std::unique_ptr<Kernel> make_network_kernel(Context& ctx, const std::vector<Step
         limits.max_macs = std::numeric_limits<int64_t>::max();
         limits.max_weight_bytes = std::numeric_limits<int64_t>::max();
     }
-    fused::Program program = fused::fused_plan(steps, capacity, 2 * ctx.sm_count, limits, why);
+    const int launch_rows = fused_launch_rows(ctx.path, capacity, steps.front().in.size());
+    fused::Program program = fused::fused_plan(steps, launch_rows, 2 * ctx.sm_count, limits, why);
     if (program.ops.empty()) return nullptr;
     for (fused::Op& op : program.ops) {
         const auto& k = *static_cast<const DeviceConstants*>(constants.at(size_t(op.step)));

@@ -1,6 +1,7 @@
 #include "libraries.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <climits>
 #include <cstdlib>
@@ -64,11 +65,26 @@ std::string foreign_definition(const std::vector<std::string>& own_dirs) {
     return "";
 }
 
+// The handles of one candidate's files, closed (last opened first) unless kept: a
+// candidate that fails leaves nothing of its own loaded.
+struct OpenSet {
+    std::vector<void*> handles;
+    bool keep = false;
+    OpenSet() = default;
+    OpenSet(OpenSet&& o) noexcept : handles(std::move(o.handles)), keep(o.keep) { o.handles.clear(); }
+    OpenSet& operator=(OpenSet&&) = delete;
+    ~OpenSet() {
+        if (!keep)
+            for (auto h = handles.rbegin(); h != handles.rend(); ++h) dlclose(*h);
+    }
+    void* last() const { return handles.empty() ? nullptr : handles.back(); }
+};
+
 // Opens `files` from the directory of `candidate` (or by soname when the candidate
-// is a bare soname); returns the handle of the last, or null with *why set.
-void* open_set(const std::string& candidate, const std::vector<std::string>& files, int flags, std::string* why) {
+// is a bare soname); the last one's handle is last(), none with *why set.
+OpenSet open_set(const std::string& candidate, const std::vector<std::string>& files, int flags, std::string* why) {
     const std::string dir = directory_of(candidate);
-    void* last = nullptr;
+    OpenSet set;
     for (const std::string& f : files) {
         const std::string path = dir.empty() ? f : dir + f;
         const bool required = &f == &files.back() || f == "libcublasLt.so.13";
@@ -77,13 +93,40 @@ void* open_set(const std::string& candidate, const std::vector<std::string>& fil
             const char* e = dlerror();
             if (required) {
                 *why = candidate + ": " + (e ? e : "dlopen failed");
-                return nullptr;
+                return OpenSet();  // `set` closes what it opened
             }
             continue;  // an optional sub-library: libcudnn.so.9 reports what it lacks when asked
         }
-        last = h;
+        set.handles.push_back(h);
     }
-    return last;
+    return set;
+}
+
+// The file a soname resolves to in this process now ("" if none is loaded): what
+// libcudnn.so.9 gets when it opens a sub-library by soname.
+std::string loaded_as(const std::string& soname) {
+    void* h = dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (!h) {
+        dlerror();
+        return "";
+    }
+    link_map* map = nullptr;
+    const std::string file = dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name ? real_path(map->l_name) : "";
+    dlclose(h);
+    return file;
+}
+
+// Where one of `files`, opened from `dir`, resolves by soname to another file (another
+// package loaded a different copy first): a mix of two cuDNN builds. "" when none does.
+std::string shadowed(const std::string& dir, const std::vector<std::string>& files) {
+    if (dir.empty()) return "";  // opened by soname: the system's choice is the only one
+    for (const std::string& f : files) {
+        const std::string ours = real_path(dir + f), theirs = loaded_as(f);
+        if (!theirs.empty() && theirs != ours)
+            return f + " resolves by soname to " + theirs + ", not " + ours +
+                   " (another package loaded its own copy first; the library that opens it by soname gets that one)";
+    }
+    return "";
 }
 
 template <typename T>
@@ -139,32 +182,35 @@ LoadReport load_libraries(const std::vector<std::string>& cudnn_candidates,
         std::string tried;
         for (const std::string& c : candidates) {
             std::string why;
-            void* h = open_set(c, files, flags, &why);
-            if (!h) {
+            OpenSet set = open_set(c, files, flags, &why);
+            if (!set.last()) {
                 tried += "\n  " + why;
                 continue;
             }
             std::string missing;
-            if (!fill(h, &missing)) {
+            if (!fill(set.last(), &missing)) {
                 tried += "\n  " + c + ": no " + missing;
                 continue;
             }
+            set.keep = true;
             return c;
         }
         throw CudaError(std::string("cannot load ") + what + "; tried:" + (tried.empty() ? " nothing" : tried));
     };
-    load(cudnn_candidates, kCudnnFiles, "cuDNN 9", [&](void* h, std::string* missing) {
+    const std::string cudnn = load(cudnn_candidates, kCudnnFiles, "cuDNN 9", [&](void* h, std::string* missing) {
         bool ok = true;
 #define LENET_LOOKUP(f) ok = lookup(h, #f, table.f, missing) && ok;
         LENET_CUDNN_ENTRY_POINTS(LENET_LOOKUP)
         return ok;
     });
-    load(cublas_candidates, kCublasFiles, "cuBLAS 13", [&](void* h, std::string* missing) {
+    const std::string cublas = load(cublas_candidates, kCublasFiles, "cuBLAS 13", [&](void* h, std::string* missing) {
         bool ok = true;
         LENET_CUBLAS_ENTRY_POINTS(LENET_LOOKUP)
 #undef LENET_LOOKUP
         return ok;
     });
+    report.shadowed = shadowed(directory_of(cudnn), kCudnnFiles);
+    if (report.shadowed.empty()) report.shadowed = shadowed(directory_of(cublas), kCublasFiles);
     g_api = table;
     report.cudnn_path = library_of(reinterpret_cast<const void*>(table.cudnnCreate));
     report.cublas_path = library_of(reinterpret_cast<const void*>(table.cublasCreate_v2));

@@ -72,6 +72,9 @@ const Api& api();
 struct LoadReport {
     std::string cudnn_path, cublas_path;  // the files opened, as the loader resolved them
     std::string isolation;                // "none", or "RTLD_DEEPBIND: <why>" (see above)
+    // "", or which of the files opened by path another copy shadows by soname (issue 67:
+    // libcudnn.so.9 opens its sub-libraries by soname and would get that copy).
+    std::string shadowed;
 };
 
 // Opens cuDNN (its sub-libraries first, dependencies before dependents) and cuBLAS

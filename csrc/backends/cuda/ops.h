@@ -40,6 +40,39 @@ struct Context {
     CublasHandle cublas;
     std::mutex mutex;  // one call (or one planning) at a time on the handles and the stream
     int host_threads = 1;  // BackendOptions::threads: the most the host's copies may use
+    int device = 0;        // the GPU every handle, buffer and launch of this engine is on
+
+    // The engine's GPU made current for a scope and the caller's restored after: another
+    // library in the process may have made another device current (torch.cuda.set_device(1)),
+    // which would send lenet's allocations and launches there; and lenet changes no global
+    // state of its caller (issue 67).
+    class OnDevice {
+    public:
+        explicit OnDevice(int device) : device_(device) {
+            if (cudaGetDevice(&previous_) != cudaSuccess) {
+                (void)cudaGetLastError();
+                previous_ = -1;
+            }
+            if (previous_ != device_) LENET_CHECK(cudaSetDevice(device_));
+        }
+        ~OnDevice() {
+            if (previous_ >= 0 && previous_ != device_) ignore_failure(cudaSetDevice(previous_));
+        }
+        OnDevice(const OnDevice&) = delete;
+        OnDevice& operator=(const OnDevice&) = delete;
+
+    private:
+        int device_, previous_ = -1;
+    };
+    // One call (or one planning) on the engine's handles and stream: the mutex, then the device.
+    class Use {
+    public:
+        explicit Use(Context& ctx) : lock_(ctx.mutex), on_(ctx.device) {}
+
+    private:
+        std::lock_guard<std::mutex> lock_;
+        OnDevice on_;
+    };
 
     // Threads for the host's copies of a large batch (transfer.h, chunked), made on first use.
     ThreadPool* copy_pool() {
@@ -48,7 +81,8 @@ struct Context {
     }
 
     ~Context() {
-        if (stream) (void)cudaStreamSynchronize(stream.get());
+        const OnDevice on(device);
+        if (stream) ignore_failure(cudaStreamSynchronize(stream.get()));
         copy_pool_.reset();
         cublas.reset();
         cudnn.reset();

@@ -9,15 +9,17 @@ std::atomic<int64_t> g_device_bytes{0}, g_pinned_bytes{0};
 
 }  // namespace
 
+void clear_last_error() noexcept { (void)cudaGetLastError(); }
+
 MemoryHeld memory_held() { return {g_device_bytes.load(), g_pinned_bytes.load()}; }
 
 void release(const Allocation& a) noexcept {
     if (!a.p) return;
     if (a.kind == Allocation::device) {
-        (void)cudaFree(a.p);
+        ignore_failure(cudaFree(a.p));
         g_device_bytes -= int64_t(a.bytes);
     } else {
-        (void)cudaFreeHost(a.p);
+        ignore_failure(cudaFreeHost(a.p));
         g_pinned_bytes -= int64_t(a.bytes);
     }
 }

@@ -17,7 +17,7 @@ namespace lenet::cuda {
 template <typename T, auto Destroy>
 struct Deleter {
     void operator()(T p) const noexcept {
-        if (p) (void)Destroy(p);
+        if (p) ignore_failure(Destroy(p));
     }
 };
 

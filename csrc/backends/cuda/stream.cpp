@@ -49,7 +49,7 @@ public:
     }
 
     void forward(HostInput x, float* y, int n, const LayerWalk& layers) override {
-        std::lock_guard<std::mutex> lock(ctx_.mutex);
+        const Context::Use use(ctx_);
         const Kind kind = x.pixels ? Kind::pixels : Kind::values;
         if (x.pixels) {
             std::memcpy(pinned_pixels_.get(), x.pixels, in_pixels_ * n);
@@ -99,7 +99,7 @@ public:
 private:
     enum class Kind { values, pixels };
 
-    void drain() noexcept { (void)cudaStreamSynchronize(ctx_.stream.get()); }
+    void drain() noexcept { ignore_failure(cudaStreamSynchronize(ctx_.stream.get())); }
 
     PinnedMemory host_alloc(size_t bytes) const { return mapped_ ? mapped_alloc(bytes) : pinned_alloc(bytes); }
 

@@ -83,6 +83,14 @@ int chunk_rows(int capacity, int64_t row_bytes) {
     return int(std::clamp<int64_t>(std::max(even, floor_rows), 1, std::max(capacity, 1)));
 }
 
+int fused_launch_rows(const std::string& path, int capacity, int64_t input_size) {
+    if (path != "fast") return capacity;
+    int rows = capacity;
+    for (const int64_t row : {input_size * int64_t(sizeof(float)), input_size})  // float32, uint8
+        if (row * capacity > kMappedBytes) rows = std::min(rows, chunk_rows(capacity, row));  // fused_transfer's rule
+    return rows;
+}
+
 std::vector<Chunk> chunk_schedule(int n, int rows, int streams) {
     if (rows < 1 || streams < 1)
         throw InputError("chunk_schedule: rows and streams must be positive, got " + std::to_string(rows) + " and " +

@@ -75,6 +75,12 @@ struct Chunk {
 // 8 chunks a full batch (so that copies and compute overlap), none under 512 KiB (a DMA
 // that small costs more than it moves), none above the capacity.
 int chunk_rows(int capacity, int64_t row_bytes);
+// The rows of the smallest full launch of the fused kernel on cuda_path='fast' for a plan
+// of `capacity` images of `input_size` values: a chunk where a kind of input is chunked,
+// else the capacity. Its tile (images per block) is chosen for these rows, so that a
+// chunk's launch still has blocks enough for the GPU (issue 67: tiles sized for 4,096
+// images left a 512-row chunk 64 blocks on a 132-SM GPU).
+int fused_launch_rows(const std::string& path, int capacity, int64_t input_size);
 // The chunks of n rows, `rows` each (the last shorter), round-robin over `streams`.
 std::vector<Chunk> chunk_schedule(int n, int rows, int streams);
 // Part i of `parts` near-equal parts of [0, count): [begin, end).
@@ -87,6 +93,17 @@ struct SpinPolicy {
 };
 enum class StreamState { running, idle, failed };
 
+// The spin-wait hint between two reads of a flag: the core slows the loop (x86 PAUSE, ~40-140
+// cycles; ARM YIELD) and gives a sibling hyperthread its resources, at a few tens of
+// nanoseconds on the batch-1 critical path.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+}
+
 // Spins until read() == seq; returns how many reads it took. Every query_every_us
 // (after first_query_us) it asks query(&error): `failed` throws CudaError(error) (a
 // kernel that faulted never raises its flag: the stream's error is the answer);
@@ -98,6 +115,7 @@ int64_t wait_for_flag(Read read, uint32_t seq, Query query, Now now, Yield yield
     double next = start + p.first_query_us;
     for (int64_t reads = 1;; ++reads) {
         if (read() == seq) return reads;
+        cpu_relax();
         const double t = now();
         if (t < next) continue;
         std::string error;
