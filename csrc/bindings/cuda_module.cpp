@@ -133,7 +133,7 @@ fused::Program fused_program(const Network& net, int capacity, int min_blocks, i
         throw InputError("path must be 'auto', 'fused' or 'fast', not '" + path + "'");
     fused::Limits limits;
     limits.shared_bytes = shared_bytes;
-    limits.row_blocks = path == "fast";
+    limits.column_blocks = path == "fast";
     if (path == "fused") limits.max_macs = limits.max_weight_bytes = std::numeric_limits<int64_t>::max();
     return fused::fused_plan(net.steps(), cuda::fused_launch_rows(path, capacity, net.input().d.size()), min_blocks,
                              limits, why);
@@ -159,7 +159,7 @@ py::dict fused_plan(const std::shared_ptr<Network>& net, int capacity, int min_b
         o["pooled"] = op.pool_kh > 0;
         o["out"] = py::make_tuple(op.out_c, op.out_h, op.out_w);
         o["splits"] = op.splits;
-        o["row_block"] = op.row_block;
+        o["column_block"] = op.column_block;
         ops.append(o);
     }
     d["ops"] = ops;
@@ -186,7 +186,7 @@ fused::Program host_program(const Network& net, int capacity, int min_blocks, in
 // arithmetic and indexing, checked without a GPU.
 py::array_t<float> fused_emulate(const std::shared_ptr<Network>& net, const py::array& x, int capacity, int min_blocks,
                                  int shared_bytes, float scale, const std::string& path) {
-    // "fast": its program (row-blocked convolutions) within auto's size rule; else wherever it runs.
+    // "fast": its program (column-blocked convolutions) within auto's size rule; else wherever it runs.
     std::vector<nchw::Constants> constants;
     const fused::Program p =
         host_program(*net, capacity, min_blocks, shared_bytes, path == "fast" ? path : "fused", constants);

@@ -79,6 +79,23 @@ def _cases():
             (9, 7, 3),
             [L("conv2d", kernel=(2, 3), strides=(2, 1), same_padding=True, filters=5, weights=_he(2, 3, 3, 5))],
         ),
+        # horizontal stride 2 under a 5x5 kernel, 'same': column blocks (cuda_path "fast") whose
+        # neighbours are two input columns apart, at every edge
+        "strided_columns": (
+            (9, 11, 2),
+            [
+                L(
+                    "conv2d",
+                    kernel=(5, 5),
+                    strides=(1, 2),
+                    same_padding=True,
+                    filters=3,
+                    activation="relu",
+                    weights=_he(5, 5, 2, 3),
+                    bias=_f(3),
+                )
+            ],
+        ),
         "dilated": (
             (11, 10, 2),
             [
@@ -385,15 +402,15 @@ def test_describe_names_the_fused_kernel(mnist_test):
     assert plan["kernels"] == "steps" and "multiply-adds per image" in plan["kernels_why"], plan
 
 
-# ---- cuda_path="fast": row-blocked convolutions (no GPU needed) ---------------------------
+# ---- cuda_path="fast": column-blocked convolutions (no GPU needed) ------------------------
 
 
 @built
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_row_blocked_convolutions_give_the_verified_kernels_bits(name):
-    """cuda_path="fast" at one image a block: each thread 4 adjacent outputs of a conv row
-    (kernel widths 3 and 5, horizontal stride and dilation 1); columns outside the image as
-    zeros. The same sums in the same order as the verified kernel's, so the same bits."""
+def test_column_blocked_convolutions_give_the_verified_kernels_bits(name):
+    """cuda_path="fast" at one image a block: each thread 4 adjacent outputs of a conv column
+    (square kernels 3 and 5, vertical stride and dilation 1); rows and columns outside the
+    image as zeros. The same sums in the same order as the verified kernel's, so the same bits."""
     shape, _ = CASES[name]
     net = _net(CASES[name])
     fast = _native.cuda_module.fused_plan(net, 1, path="fast")
@@ -406,28 +423,29 @@ def test_row_blocked_convolutions_give_the_verified_kernels_bits(name):
 
 
 @built
-def test_which_convolutions_are_row_blocked():
+def test_which_convolutions_are_column_blocked():
     plan = _native.cuda_module.fused_plan
     for name in ("lenet5", "lenet-keras"):  # every conv 5x5, stride 1
         net = lenet.load(name).network
         convs = [op for op in plan(net, 1, path="fast")["ops"] if op["code"] == "conv"]
-        assert len(convs) == 2 and all(op["row_block"] == 4 for op in convs)
-        assert "(rows of 4)" in plan(net, 1, path="fast")["summary"]
+        assert len(convs) == 2 and all(op["column_block"] == 4 for op in convs)
+        assert "(columns of 4)" in plan(net, 1, path="fast")["summary"]
         # the verified paths, and tiles of several images (pooling inside the conv), are not
-        assert not any(op["row_block"] for op in plan(net, 1, path="fused")["ops"])
-        assert not any(op["row_block"] for op in plan(net, 4096, path="fused")["ops"])
+        assert not any(op["column_block"] for op in plan(net, 1, path="fused")["ops"])
+        assert not any(op["column_block"] for op in plan(net, 4096, path="fused")["ops"])
         # on 'fast', tiles of several images where a chunk's launch still fills a GPU (of 4 SMs here)
         assert plan(net, 4096, min_blocks=8, path="fast")["images_per_block"] == 8
-        assert not any(op["row_block"] for op in plan(net, 4096, min_blocks=8, path="fast")["ops"])
-    cases = {"strided_rect": 4, "dilated": 0, "conv_pool_same": 4}  # (2, 3) with strides (2, 1); dilation 2
+        assert not any(op["column_block"] for op in plan(net, 4096, min_blocks=8, path="fast")["ops"])
+    # (2, 3) kernel with strides (2, 1): not square, vertical stride 2; dilation 2; 3x3; 5x5, strides (1, 2)
+    cases = {"strided_rect": 0, "dilated": 0, "conv_pool_same": 4, "strided_columns": 4}
     for case, block in cases.items():
         ops = plan(_net(CASES[case]), 1, path="fast")["ops"]
-        assert [op["row_block"] for op in ops if op["code"] == "conv"] == [block], (case, ops)
+        assert [op["column_block"] for op in ops if op["code"] == "conv"] == [block], (case, ops)
 
 
 @built
 @pytest.mark.parametrize("name", ["lenet5", "lenet-keras"])
-def test_row_blocked_shipped_models_on_mnist(name, mnist_test):
+def test_column_blocked_shipped_models_on_mnist(name, mnist_test):
     px = mnist_test[0][:64]
     engine = lenet.Engine(name, device="cpu", threads=1)
     scale = float(engine.input_scale)

@@ -62,7 +62,7 @@ std::unique_ptr<Kernel> make_network_kernel(Context& ctx, const std::vector<Step
     }
     fused::Limits limits;
     limits.shared_bytes = ctx.shared_optin;
-    limits.row_blocks = ctx.path == "fast";  // the verified paths keep the verified kernel
+    limits.column_blocks = ctx.path == "fast";  // the verified paths keep the verified kernel
     if (ctx.path == "fused") {  // wherever it can run, whatever its speed
         limits.max_macs = std::numeric_limits<int64_t>::max();
         limits.max_weight_bytes = std::numeric_limits<int64_t>::max();

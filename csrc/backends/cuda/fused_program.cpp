@@ -174,9 +174,9 @@ Program plan_program(const std::vector<Step>& steps, int capacity, int min_block
         op.splits = op.code == Code::dense ? splits_of(op, threads) : 1;
         op.scratch_base = sc;
         if (op.code == Code::conv && op.weight_count() + op.out_c <= kMaxStagedFloats) op.staged = weights_at;
-        if (limits.row_blocks && ipb == 1 && op.code == Code::conv && op.pool_kh == 0 && op.sw == 1 && op.dw == 1 &&
-            (op.kw == 3 || op.kw == 5))
-            op.row_block = kRowBlock;
+        if (limits.column_blocks && ipb == 1 && op.code == Code::conv && op.pool_kh == 0 && op.sh == 1 && op.dh == 1 &&
+            op.kh == op.kw && (op.kw == 3 || op.kw == 5))
+            op.column_block = kColumnBlock;
     }
     p.ops = std::move(ops);
     p.threads = threads;
@@ -212,7 +212,7 @@ std::string Program::summary() const {
         if (!s.empty()) s += ", ";
         s += to_string(op.code);
         if (op.code == Code::conv && op.pool_kh) s += "+max_pool";
-        if (op.row_block) s += " (rows of " + std::to_string(op.row_block) + ")";
+        if (op.column_block) s += " (columns of " + std::to_string(op.column_block) + ")";
         if (op.code != Code::softmax && op.code != Code::activation && op.code != Code::affine) {
             s += " " + std::to_string(op.out_c);
             if (op.out_h * op.out_w > 1) s += "x" + std::to_string(op.out_h) + "x" + std::to_string(op.out_w);

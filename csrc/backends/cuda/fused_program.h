@@ -62,8 +62,8 @@ struct Op {
     // memory's latency, not L2's.
     int staged = -1;
     // conv, one image a block (cuda_path "fast"): each thread computes this many adjacent
-    // outputs of a row (conv_rows), 0 when it computes one.
-    int row_block = 0;
+    // outputs of a column (conv_columns), 0 when it computes one.
+    int column_block = 0;
     int step = -1;  // the step whose constants it uses (the convolution of a fused conv + pool)
     LENET_FUSED_FN int phases() const {
         return (code == Code::dense && splits > 1) || (code == Code::conv && staged >= 0) ? 2 : 1;
@@ -93,11 +93,11 @@ struct Limits {
     int shared_bytes = 227 * 1024;      // usable shared memory per block (cudaDevAttrMaxSharedMemoryPerBlockOptin)
     int64_t max_macs = 2'000'000;       // multiply-adds per image (see fused_plan)
     int64_t max_weight_bytes = 2 << 20;  // all constants
-    bool row_blocks = false;             // conv rows of kRowBlock outputs a thread (cuda_path "fast")
+    bool column_blocks = false;          // conv columns of kColumnBlock outputs a thread (cuda_path "fast")
 };
 
-// Outputs of a row a thread computes in a row-blocked convolution (conv_rows).
-constexpr int kRowBlock = 4;
+// Outputs of a column a thread computes in a column-blocked convolution (conv_columns).
+constexpr int kColumnBlock = 4;
 
 // The program for `steps` (weights and biases unset: the caller points them at
 // its copies), or an empty `ops` with `why` saying what keeps the network off the
@@ -116,44 +116,51 @@ constexpr int kRowBlock = 4;
 Program fused_plan(const std::vector<Step>& steps, int capacity, int min_blocks, const Limits& limits,
                    std::string* why);
 
-// A convolution of one image, each thread kRowBlock adjacent outputs of a row (cuda_path
-// "fast", horizontal stride and dilation 1, KW wide): a kernel row's KW + 3 inputs are
-// loaded once for the 4 outputs and its KW weights once for them, 0.65 shared-memory loads
-// a multiply-add instead of 2, and the taps' loop is unrolled whole. Columns outside the
-// image load as zeros: their products add +0, which leaves every sum as skipping them
-// does (a sum from +0 is never -0), so the answers are the other form's to the bit.
-template <int KW>
-LENET_FUSED_FN void conv_rows(const Op& op, const float* in, float* out, const float* weights, const float* bias,
-                              int tid, int threads) {
-    constexpr int R = kRowBlock, X = R + KW - 1;
-    const int groups = (op.out_w + R - 1) / R, plane = op.out_h * op.out_w;
-    const int tasks = op.out_c * op.out_h * groups, in_plane = op.in_h * op.in_w, taps = op.kh * KW;
+// A convolution of one image, each thread kColumnBlock adjacent outputs of a column
+// (cuda_path "fast", a K x K kernel, K = 3 or 5, vertical stride and dilation 1): for each
+// input channel, the K + 3 input rows' K values under the column and the K x K weights are
+// loaded once for the 4 outputs (0.65 shared-memory loads a multiply-add instead of 2), the
+// taps' loop unrolled whole. Neighbouring threads compute neighbouring columns, so that a
+// warp's loads are neighbouring words, one per bank (issue 67: four rows of a row a thread
+// put neighbours 4 words apart, 4-way bank conflicts). Each output takes its terms in the
+// verified kernel's order (channel, kernel row, kernel column); rows and columns outside
+// the image load as zeros, whose products add +0 to a sum that is never -0, which leaves
+// it as skipping them does: the verified kernel's answers to the bit.
+template <int K>
+LENET_FUSED_FN void conv_columns(const Op& op, const float* in, float* out, const float* weights, const float* bias,
+                                 int tid, int threads) {
+    constexpr int R = kColumnBlock, X = R + K - 1;
+    const int groups = (op.out_h + R - 1) / R, plane = op.out_h * op.out_w;
+    const int tasks = op.out_c * groups * op.out_w, in_plane = op.in_h * op.in_w;
     for (int t = tid; t < tasks; t += threads) {
-        const int oc = t / (op.out_h * groups), oy = t / groups % op.out_h, ox0 = t % groups * R;
-        const float* w_oc = weights + oc * op.in_c * taps;
-        const int y0 = oy * op.sh - op.pad_top, x0 = ox0 - op.pad_left;
-        int ky0 = 0, ky1 = op.kh;
-        while (ky0 < ky1 && y0 + ky0 * op.dh < 0) ++ky0;
-        while (ky1 > ky0 && y0 + (ky1 - 1) * op.dh >= op.in_h) --ky1;
+        const int oc = t / (groups * op.out_w), oy0 = t / op.out_w % groups * R, ox = t % op.out_w;
+        const float* w_oc = weights + oc * op.in_c * K * K;
+        const int y0 = oy0 - op.pad_top, x0 = ox * op.sw - op.pad_left;
         float acc[R];
         for (int r = 0; r < R; ++r) acc[r] = 0.f;
-        for (int ic = 0; ic < op.in_c; ++ic)
-            for (int ky = ky0; ky < ky1; ++ky) {
-                const float* xr = in + ic * in_plane + (y0 + ky * op.dh) * op.in_w;
-                const float* wr = w_oc + ic * taps + ky * KW;
-                float xv[X];
+        for (int ic = 0; ic < op.in_c; ++ic) {
+            const float* xc = in + ic * in_plane;
+            const float* wc = w_oc + ic * K * K;
+            float xv[X][K], w[K][K];
+            LENET_UNROLL
+            for (int j = 0; j < X; ++j) {
+                const bool row_in = y0 + j >= 0 && y0 + j < op.in_h;
                 LENET_UNROLL
-                for (int j = 0; j < X; ++j) xv[j] = x0 + j >= 0 && x0 + j < op.in_w ? xr[x0 + j] : 0.f;
-                LENET_UNROLL
-                for (int kx = 0; kx < KW; ++kx) {
-                    const float w = wr[kx];
-                    LENET_UNROLL
-                    for (int r = 0; r < R; ++r) acc[r] = fmaf(xv[r + kx], w, acc[r]);
+                for (int kx = 0; kx < K; ++kx) {
+                    const int x = x0 + kx * op.dw;
+                    xv[j][kx] = row_in && x >= 0 && x < op.in_w ? xc[(y0 + j) * op.in_w + x] : 0.f;
                 }
             }
+            LENET_UNROLL
+            for (int i = 0; i < K * K; ++i) w[i / K][i % K] = wc[i];
+            LENET_UNROLL
+            for (int ky = 0; ky < K; ++ky) LENET_UNROLL
+            for (int kx = 0; kx < K; ++kx) LENET_UNROLL
+            for (int r = 0; r < R; ++r) acc[r] = fmaf(xv[r + ky][kx], w[ky][kx], acc[r]);
+        }
         const float b = bias[oc];
-        for (int r = 0; r < R && ox0 + r < op.out_w; ++r)
-            out[oc * plane + oy * op.out_w + ox0 + r] = activate(op.act, acc[r] + b);
+        for (int r = 0; r < R && oy0 + r < op.out_h; ++r)
+            out[oc * plane + (oy0 + r) * op.out_w + ox] = activate(op.act, acc[r] + b);
     }
 }
 
@@ -179,11 +186,11 @@ LENET_FUSED_FN void run_phase(const Op& op, int phase, float* smem, int tid, int
                 weights = smem + op.staged;
                 bias = weights + count;
             }
-            if (IPB == 1 && op.row_block) {
+            if (IPB == 1 && op.column_block) {
                 if (op.kw == 5)
-                    conv_rows<5>(op, in, out, weights, bias, tid, threads);
+                    conv_columns<5>(op, in, out, weights, bias, tid, threads);
                 else
-                    conv_rows<3>(op, in, out, weights, bias, tid, threads);
+                    conv_columns<3>(op, in, out, weights, bias, tid, threads);
                 break;
             }
             const bool pooled = op.pool_kh > 0;
