@@ -349,6 +349,37 @@ def test_fast_agrees_with_the_cpu_and_the_verified_path(name, batch, mnist_test)
 
 
 @pytest.mark.requires_cuda
+@pytest.mark.parametrize("name", ["lenet5", "lenet-keras"])
+def test_fast_answers_each_call_with_its_own_inputs_never_stale_ones(name, mnist_test, monkeypatch):
+    """Consecutive calls on one plan alternate two sets of digits, so that a call returning
+    the previous call's answers (a flag race, a missed wait) fails; the answers are filled
+    with NaN before each launch (LENET_CUDA_TEST_POISON_OUTPUT), so that a call returning
+    before its own are written fails the finite check. Each answer is the fused path's: to
+    the bit where both plans have the same tile (one image a block), else within float32's
+    rounding (a dense layer's partial sums follow the threads a block: 1,024 or 256)."""
+    monkeypatch.setenv("LENET_CUDA_TEST_POISON_OUTPUT", "1")
+    images = mnist_test[0][..., None]
+    with (
+        lenet.Engine(name, device="cuda", cuda_path="fast") as fast,
+        lenet.Engine(name, device="cuda", cuda_path="fused") as fused,
+    ):
+        scale = np.float32(fast.input_scale)
+        for batch in (1, 8, 37, 64, 300, 4096):
+            sets = [images[:batch], images[::-1][:batch]]
+            want = [fused.row_probabilities(px) for px in sets]
+            same_tile = batch <= 64
+            for k in range(6):
+                px = sets[k % 2]
+                got = fast.row_probabilities(px) if k % 3 else fast.predict_proba(px.astype(np.float32) * scale)
+                assert np.isfinite(got).all()
+                if same_tile:
+                    np.testing.assert_array_equal(got, want[k % 2], err_msg=f"batch {batch}, call {k}")
+                else:
+                    assert np.abs(got - want[k % 2]).max() <= 1e-6, (batch, k)
+                assert np.abs(got - want[1 - k % 2]).max() > 1e-3  # the other set's: a stale answer fails
+
+
+@pytest.mark.requires_cuda
 @pytest.mark.parametrize("name", ["lenet5", "lenet-tf"])
 @pytest.mark.parametrize("batch,bad", [(1, 0), (8, 5), (40, 39), (3000, 2500), (4096, 1)])
 def test_fast_refuses_nan_naming_the_image_and_goes_on(name, batch, bad, mnist_test):

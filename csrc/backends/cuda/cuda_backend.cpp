@@ -43,6 +43,8 @@ public:
         ctx_.host_threads = options.threads;
         const char* fault = std::getenv("LENET_CUDA_TEST_CAPTURE_FAULT");
         ctx_.capture_fault = fault && *fault && std::string(fault) != "0";
+        const char* poison = std::getenv("LENET_CUDA_TEST_POISON_OUTPUT");
+        ctx_.poison_output = poison && *poison && std::string(poison) != "0";
         cudaStream_t stream = nullptr;
         LENET_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         ctx_.stream.reset(stream);

@@ -68,6 +68,10 @@ public:
 
     void forward(HostInput x, float* y, int n, const LayerWalk&) override {
         const Context::Use use(ctx_);
+        if (ctx_.poison_output) {  // tests: a call that returned before its answers were written returns NaN
+            std::memset(mapped_out_.get(), 0xff, size_t(out_size_) * sizeof(float) * n);
+            std::memset(y, 0xff, size_t(out_size_) * sizeof(float) * n);
+        }
         const bool pixels = x.pixels != nullptr;
         const Transfer t = pixels ? transfer_.pixels : transfer_.values;
         if (t == Transfer::chunked) return chunked(x, y, n);

@@ -28,6 +28,10 @@ struct Context {
     bool allow_tf32 = false;
     bool graphs = true;
     bool capture_fault = false;  // tests: make every graph capture fail (LENET_CUDA_TEST_CAPTURE_FAULT)
+    // tests: the fast stream fills a call's answers with NaN before it launches
+    // (LENET_CUDA_TEST_POISON_OUTPUT), so that a call returning before its own answers
+    // are written fails the executor's finite check instead of passing on stale ones.
+    bool poison_output = false;
     std::string path = "auto";   // BackendOptions::cuda_path
     std::string device_name;
     int cc_major = 0;
