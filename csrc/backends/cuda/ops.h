@@ -52,12 +52,17 @@ struct Context {
     // state of its caller (issue 67).
     class OnDevice {
     public:
-        explicit OnDevice(int device) : device_(device) {
+        // `may_throw` false (a destructor's): a device that cannot be made current is left as is.
+        explicit OnDevice(int device, bool may_throw = true) : device_(device) {
             if (cudaGetDevice(&previous_) != cudaSuccess) {
-                (void)cudaGetLastError();
+                clear_last_error();
                 previous_ = -1;
             }
-            if (previous_ != device_) LENET_CHECK(cudaSetDevice(device_));
+            if (previous_ == device_) return;
+            if (may_throw)
+                LENET_CHECK(cudaSetDevice(device_));
+            else
+                ignore_failure(cudaSetDevice(device_));
         }
         ~OnDevice() {
             if (previous_ >= 0 && previous_ != device_) ignore_failure(cudaSetDevice(previous_));
@@ -85,7 +90,7 @@ struct Context {
     }
 
     ~Context() {
-        const OnDevice on(device);
+        const OnDevice on(device, false);  // a destructor, perhaps of a backend whose GPU never came up
         if (stream) ignore_failure(cudaStreamSynchronize(stream.get()));
         copy_pool_.reset();
         cublas.reset();
