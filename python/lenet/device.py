@@ -29,7 +29,8 @@ def cuda_available() -> bool:
         return False
 
 
-def _cuda_unavailable_reason() -> str:
+def cuda_unavailable_reason() -> str:
+    """Why device="cuda" cannot run here (for messages; meaningful when cuda_available() is False)."""
     if _native.cuda_built() and not _native.driver_present():
         return "no NVIDIA driver (libcuda.so.1 not found)"
     if _native.cuda_module is None:
@@ -48,12 +49,12 @@ def resolve_device(device: str) -> str:
     if device not in ("auto", "cpu", "cuda"):
         raise InputError(f"unknown device {device!r} (expected 'auto', 'cpu' or 'cuda')")
     if device == "cuda" and not cuda_available():
-        raise CudaError(f"device='cuda' requested but CUDA is not usable: {_cuda_unavailable_reason()}")
+        raise CudaError(f"device='cuda' requested but CUDA is not usable: {cuda_unavailable_reason()}")
     if device == "auto":
         if cuda_available():
             return "cuda"
         if not _auto_warned and cuda_built():
-            warnings.warn(f"lenet: using the CPU ({_cuda_unavailable_reason()})", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"lenet: using the CPU ({cuda_unavailable_reason()})", RuntimeWarning, stacklevel=3)
         _auto_warned = True
         return "cpu"
     return device

@@ -11,9 +11,9 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union, overload
 
 import numpy as np
 
-from . import preprocess, stream
+from . import _native, preprocess, routing, stream
 from ._native import _core
-from .device import cuda_available, cuda_built, default_threads, resolve_device
+from .device import cuda_available, cuda_built, cuda_unavailable_reason, default_threads, resolve_device
 from .errors import Error, InputError
 from .images import Named, Prepared, as_array, check_batch_size, label_of, prepare, prepare_number
 from .images.decode import read_error
@@ -107,14 +107,21 @@ class Engine:
             input_scale, mean, std, self.model.preprocessing, image[2] if image else None
         )
         self.input_scale = self.preprocessing.scale
-        self.device = resolve_device(device)
         if not isinstance(cpu_kernels, str):
             raise InputError(f"cpu_kernels must be a string, got {cpu_kernels!r}")
         if not isinstance(cuda_path, str):
             raise InputError(f"cuda_path must be a string, got {cuda_path!r}")
-        self._executor = _core.Executor(
-            self.model.network, self.device, threads, allow_tf32, cuda_graphs, cpu_kernels, cuda_path
-        )
+
+        def executor(on: str):
+            return _core.Executor(self.model.network, on, threads, allow_tf32, cuda_graphs, cpu_kernels, cuda_path)
+
+        if device == "auto" and routing.opted_in() and cuda_built() and _native.driver_present():
+            # Each call where it is answered soonest; the GPU's executor made on first need.
+            self.device = "auto"
+            self._executor = routing.RoutedExecutor(executor, _gpu_unusable)
+        else:
+            self.device = resolve_device(device)
+            self._executor = executor(self.device)
         # What a copy of this Engine in another process is made with (see __reduce__): the
         # device and thread count as asked ("auto" is decided again where it lands).
         self._made_with = {
@@ -130,8 +137,8 @@ class Engine:
             "recheck_with": recheck_with,
         }
         self._options = {
-            "tf32": bool(allow_tf32) and self.device == "cuda",
-            "graphs": bool(cuda_graphs) and self.device == "cuda",
+            "tf32": bool(allow_tf32) and self.device in ("cuda", "auto"),
+            "graphs": bool(cuda_graphs) and self.device in ("cuda", "auto"),
             "cpu_kernels": cpu_kernels,
         }
         self._rank = len(self.model.input_shape)
@@ -205,8 +212,21 @@ class Engine:
         CUDA), and on CUDA ``math``, ``deterministic``, ``checked`` (how the
         algorithm's numbers were checked against IMPLICIT_GEMM), ``fused`` with ``fusion``
         saying why or why not, ``workspace_bytes``). Plans are made by calls: when none was made yet,
-        one call on a batch of zeros makes the batch-1 plan."""
-        return describe_plans(self._executor, self.model, self.device, self._options)
+        one call on a batch of zeros makes the batch-1 plan. With ``device="auto"`` routing
+        (``LENET_AUTO_ROUTES=1``, lenet.routing): each plan's ``device``, and ``routing``:
+        ``crossover`` (the smallest batch sent to the GPU, None for none) and ``routes`` (per
+        batch size, a power of two: ``device`` and ``why``)."""
+        d = describe_plans(self._executor, self.model, self.device, self._options)
+        if isinstance(self._executor, routing.RoutedExecutor):
+            devices = [p.get("device") for p in self._executor.describe()]
+            for plan, on in zip(d["plans"], devices):
+                plan["device"] = on
+            d["routing"] = {
+                "crossover": self._executor.crossover(),
+                "routes": self._executor.routes(),
+                "gpu_unusable": self._executor.gpu_unusable or None,
+            }
+        return d
 
     @property
     def input_shape(self) -> tuple:
@@ -552,6 +572,11 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"Engine({self.model.source!r}, device={self.device!r}, threads={self.threads})"
+
+
+def _gpu_unusable() -> str:
+    """Why device="cuda" cannot run here, "" when it can (asked by a router on first need)."""
+    return "" if cuda_available() else cuda_unavailable_reason()
 
 
 class _ClosedExecutor:

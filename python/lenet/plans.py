@@ -56,7 +56,21 @@ def describe_plans(executor: Any, model: Any, device: str, options: dict) -> dic
 def describe_lines(d: dict) -> list:
     """``describe()``'s dictionary as the lines ``Engine.summary`` prints."""
     lines = []
+    routing = d.get("routing")
+    if routing:  # device="auto" routing: where each batch size goes, and why
+        cross = routing["crossover"]
+        lines.append(
+            "routing: every batch on the CPU"
+            if cross is None
+            else f"routing: batches under {cross} on the CPU, from {cross} on the GPU"
+        )
+        if routing.get("gpu_unusable"):
+            lines.append(f"  the GPU cannot be used: {routing['gpu_unusable']}")
+        for r in routing["routes"]:
+            lines.append(f"  batch {r['batch']:>5}: {'GPU' if r['device'] == 'cuda' else 'CPU'} ({r['why']})")
     for plan in d["plans"]:
+        if plan.get("device"):
+            lines.append(f"{'GPU' if plan['device'] == 'cuda' else 'CPU'} plan:")
         if plan["execution"]:
             lines.append(f"batch capacity {plan['capacity']}: {plan['execution']} ({plan['why']})")
         if plan["kernels"] == "network" or plan["kernels_why"]:  # on CUDA: the fused kernel, or why not

@@ -15,7 +15,18 @@ import pytest
 from conftest import REPO
 
 SCRIPT = REPO / "tools" / "gpu-check"
-GPU_SECTIONS = ["nvidia-smi", "tests", "memcheck", "racecheck", "describe", "probe", "profile", "bench", "targets"]
+GPU_SECTIONS = [
+    "nvidia-smi",
+    "tests",
+    "memcheck",
+    "racecheck",
+    "describe",
+    "probe",
+    "routing",
+    "profile",
+    "bench",
+    "targets",
+]
 CPU_SECTIONS = ["info", "libraries"]
 
 
