@@ -199,7 +199,18 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(report.header_lines(header)) + "\n\n" + report.markdown(header, results))
     for name, why in written.items():
         print(f"{args.out / name}" + (f": not written ({why})" if why else ""))
-    return 0 if any(r["status"] == "ok" for r in results) else 1
+    # A model the user named that lenet could not run is a failure of the run, whatever the
+    # other contenders did with it.
+    unrun = {m: a.get("error") or a.get("lenet_error") for m, a in header["models"].items()}
+    unrun = {m: why for m, why in unrun.items() if why}
+    for model, why in unrun.items():
+        print(
+            f"lenet-bench: error: {why}"
+            if why.startswith("lenet cannot")
+            else f"lenet-bench: error: lenet could not run {model}: {why}",
+            file=sys.stderr,
+        )
+    return 1 if unrun or not any(r["status"] == "ok" for r in results) else 0
 
 
 def fma_rate(threads: int) -> dict:
@@ -297,8 +308,21 @@ def _new_row(model: str, name: str, sizes: list[int]) -> dict:
     return row
 
 
+def one_line(text: str, limit: int = 200) -> str:
+    """A reason for a row: the first line of ``text``, without terminal colour codes, cut
+    before any array it prints (TensorFlow's errors carry the whole input) and at ``limit``."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", str(text))
+    line = next((t.strip() for t in text.splitlines() if t.strip()), "")
+    cut = line.find("[[")
+    if cut >= 0:
+        line = line[:cut].rstrip(" :=,") + " [...]"
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
 def _fail(row: dict, status: str, reason: str) -> None:
-    row.update(status=status, reason=reason)
+    row.update(status=status, reason=one_line(reason))
     if status == "failed":
         row["flags"].append("FAILED")
 
@@ -343,19 +367,18 @@ def _bench_model(s: Session, source: str):
 
     started = time.perf_counter()
     model = _label(source)
-    rows = {n: _new_row(model, n, s.sizes) for n in s.names}
+    rows = rows_ = {n: _new_row(model, n, s.sizes) for n in s.names}
     try:
         weights = Path(lenet.shipped_weights(source) if source in lenet.SHIPPED_MODELS else source)
         ctx = cs.Ctx(weights, s.threads)
-        x = (
-            workload.to_model_input(s.images, weights)
-            if ctx.is_onnx
-            else workload.to_input(s.images, lenet.load(weights).input_scale)
-        )
+        # Every contender gets the digits as the model lenet loaded takes them (its input's
+        # shape, size, layout and scaling: what infer feeds it), the same array for all.
+        x, pixel_rows = workload.to_model_input(s.images, weights)
     except Exception as e:
-        for r in rows.values():
-            _fail(r, "failed", f"cannot load {source}: {type(e).__name__}: {e}")
-        return list(rows.values()), {"weights": source, "error": f"{type(e).__name__}: {e}"}
+        why = one_line(f"lenet cannot run {source}: {type(e).__name__}: {e}")
+        for r in rows_.values():
+            _fail(r, "failed", why)
+        return list(rows_.values()), {"weights": source, "error": why}
     model_ = lenet.load(weights)
     params, macs = model_.network.params, model_.macs
     rate = s.fma["gmacs_per_thread"] * 1e9 * s.threads  # all threads' multiply-adds per second
@@ -395,9 +418,9 @@ def _bench_model(s: Session, source: str):
 
     mark = time.perf_counter()
     if s.probe:
-        _probe(s, model, live, rows, weights, x[:1])
+        _probe(s, model, live, rows, weights, x[:1], pixel_rows[:1])
     phases["probe"], mark = time.perf_counter() - mark, time.perf_counter()
-    runners, inputs = _prepare(s, model, live, rows, ctx, x, ref)
+    runners, inputs = _prepare(s, model, live, rows, ctx, x, pixel_rows, ref)
     phases["load_check_warm"], mark = time.perf_counter() - mark, time.perf_counter()
     try:
         series = _measure(s, model, runners, inputs, rows)
@@ -415,21 +438,28 @@ def _bench_model(s: Session, source: str):
     for n in runners:
         _summarise(rows[n], series[n], s.threads)
     _speedups([r for r in rows.values() if r["status"] == "ok"], max(s.sizes), about["floor_images_per_s"])
+    # lenet's own rows: when every one asked of them failed, lenet could not run this model.
+    ours = [r for r in rows.values() if r["contender"].startswith("lenet-") and r["status"] != "skipped"]
+    if ours and all(r["status"] == "failed" for r in ours):
+        about["lenet_error"] = f"{ours[0]['contender']}: {ours[0]['reason']}"
     about["elapsed_s"] = time.perf_counter() - started
     return list(rows.values()), about
 
 
-def _probe(s: Session, model: str, live: list, rows: dict, weights: Path, x0) -> None:
+def _probe(s: Session, model: str, live: list, rows: dict, weights: Path, x0, rows0) -> None:
     """Load time, first call and peak memory of each contender, each in a fresh process."""
     import numpy as np
 
     from . import child
+    from . import contenders as cs
 
     np.save(s.tmp / "x0.npy", x0)
     np.save(s.tmp / "pixels0.npy", s.images[:1])
+    np.save(s.tmp / "rows0.npy", rows0)
     for n in live:
         s.progress.update(s.task, description=f"{model}: fresh process: {n}")
-        got = child.probe(n, weights, s.threads, str(s.tmp / "x0.npy"), s.paths[0], str(s.tmp / "pixels0.npy"))
+        pixels0 = s.tmp / ("rows0.npy" if cs.CONTENDERS[n].takes == "rows" else "pixels0.npy")
+        got = child.probe(n, weights, s.threads, str(s.tmp / "x0.npy"), s.paths[0], str(pixels0))
         rows[n]["probe_error"] = got.pop("error", None)
         rows[n].update(got)
         s.progress.advance(s.task)
@@ -444,7 +474,7 @@ def _block(run, inputs, batch: int, budget_s: float, min_calls: int):
     return measure.block(run, inputs, batch, budget_s, min_calls)
 
 
-def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tuple[dict, dict]:
+def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_rows, ref) -> tuple[dict, dict]:
     """Builds each contender (in this process, or in its own), checks its predictions on the
     whole array against the reference, and warms it up at every batch size. Returns the
     runners and their inputs."""
@@ -452,6 +482,7 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
     from . import measure, workload
     from .child import Remote
     from .harness import Harness
+    from .nets import NotRebuilt
     from .process import ChildError
 
     runners, inputs = {}, {}
@@ -461,7 +492,7 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
         t0 = time.perf_counter()
         run = None
         try:
-            data = s.paths if c.takes == "files" else s.images if c.takes == "pixels" else x
+            data = {"files": s.paths, "pixels": s.images, "rows": pixel_rows}.get(c.takes, x)
             if c.process in ("own", "cpp"):  # a Python worker, or the C++ harness
                 run = (Remote if c.process == "own" else Harness)(n, ctx, data, s.sizes, s.tmp, c.env, s.timeout_s)
                 s.remote_versions.update(run.versions)
@@ -476,7 +507,7 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
             for b in s.sizes:
                 _block(run, inputs[n][b], b, s.plan.warm_s, 2)
             runners[n] = run
-        except cs.Unavailable as e:
+        except (cs.Unavailable, NotRebuilt) as e:  # not here, or a layer it has no rebuild of
             _fail(r, "skipped", str(e))
         except ChildError as e:  # its process crashed, hung or raised: it says which
             _fail(r, "failed", f"{e} (while loading, checking or warming up)")
@@ -532,12 +563,15 @@ def _summarise(row: dict, series: dict, threads: int) -> None:
 
 
 def _speedups(rows: list[dict], big: int, floor_images_per_s: float) -> None:
+    """Each row's speed-ups over keras-predict and over the fastest other contender, the
+    latter named: for this engine's rows the other engines (its own variants do not count),
+    for any other row every contender but itself; on the GPU, the other GPU rows where there
+    are some."""
     by = {r["contender"]: r for r in rows}
     keras = by.get("keras-predict")
     for r in rows:
-        # "Others" are the other engines: this engine's own variants do not count. On the GPU,
-        # the other GPU engines where there are some.
-        others = [o for o in rows if o is not r and not o["contender"].startswith("lenet-")]
+        mine = r["contender"].startswith("lenet-")
+        others = [o for o in rows if o is not r and not (mine and o["contender"].startswith("lenet-"))]
         if r["device"] == "cuda" and any(o["device"] == "cuda" for o in others):
             others = [o for o in others if o["device"] == "cuda"]
         if r["device"] == "cpu" and r[f"tput_b{big}"]:

@@ -66,7 +66,9 @@ class Contender:
     needs: tuple[str, ...]  # modules to import
     what: str  # one line for the legend
     device: str = "cpu"
-    takes: str = "array"  # "array" | "pixels" (the uint8 digits, (n, 28, 28)) | "files"
+    # "array" (the model's input) | "pixels" (the uint8 digits, (n, 28, 28)) | "rows" (the pixel
+    # rows prepared for the model, (n, h, w, c), 0..255) | "files" (PNG paths)
+    takes: str = "array"
     # "same" | "own": built and timed in a Python process of its own (child.Remote) | "cpp":
     # in the C++ harness (child.Harness)
     process: str = "same"
