@@ -434,7 +434,10 @@ def _bench_model(s: Session, source: str):
         s.progress.update(s.task, description=f"{model}: where lenet.infer's time goes")
         from .ladder import infer_breakdown
 
-        about["infer_png"] = infer_breakdown(weights, s.paths[:64], s.threads)
+        try:
+            about["infer_png"] = infer_breakdown(weights, s.paths[:64], s.threads)
+        except Exception as e:  # a figure less, not the run
+            about["infer_png_error"] = one_line(f"{type(e).__name__}: {e}")
     for n in runners:
         _summarise(rows[n], series[n], s.threads)
     _speedups([r for r in rows.values() if r["status"] == "ok"], max(s.sizes), about["floor_images_per_s"])
@@ -478,6 +481,17 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_rows,
     """Builds each contender (in this process, or in its own), checks its predictions on the
     whole array against the reference, and warms it up at every batch size. Returns the
     runners and their inputs."""
+    runners, inputs = {}, {}
+    gc.collect()
+    gc.freeze()  # as in _measure: each warm-up block's collection would walk the frameworks' objects (0.2 s)
+    try:
+        _prepare_each(s, model, live, rows, ctx, x, pixel_rows, ref, runners, inputs)
+    finally:
+        gc.unfreeze()
+    return runners, inputs
+
+
+def _prepare_each(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_rows, ref, runners, inputs) -> None:
     from . import contenders as cs
     from . import measure, workload
     from .child import Remote
@@ -485,7 +499,6 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_rows,
     from .nets import NotRebuilt
     from .process import ChildError
 
-    runners, inputs = {}, {}
     for n in live:
         s.progress.update(s.task, description=f"{model}: load, check, warm up: {n}")
         c, r = cs.CONTENDERS[n], rows[n]
@@ -517,7 +530,6 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_rows,
             run.close()
         r["prepare_s"] = time.perf_counter() - t0
         s.progress.advance(s.task)
-    return runners, inputs
 
 
 def _measure(s: Session, model: str, runners: dict, inputs: dict, rows: dict) -> dict:
