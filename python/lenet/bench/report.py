@@ -119,11 +119,6 @@ def skipped_line(results: list[dict]) -> Optional[str]:
     return f"skipped ({sum(len(w) for w in groups.values())}): " + "; ".join(parts)
 
 
-def failed_lines(results: list[dict]) -> list[str]:
-    """One line per failed contender: the model, the contender and the reason's one line."""
-    return [f"{r['model']} {r['contender']}: failed — {r['reason']}" for r in results if r["status"] == "failed"]
-
-
 def other_text(r: dict, key: str = "b1") -> str:
     """``1.2× tflite``: the speed-up over the fastest other contender, and which it is."""
     ratio, name = (
@@ -282,8 +277,8 @@ def markdown(header: dict, results: list[dict]) -> str:
         "|---|---|---:|---:|" + "---:|" * len(sizes) + "---:|---:|---:|---:|---|---:|",
     ]
     for r in results:
-        if r["status"] == "skipped":
-            continue
+        if r["status"] == "skipped" or header["models"].get(r["model"], {}).get("error"):
+            continue  # a model lenet could not load: one line in the summary below, not a row per contender
         cells = [r["model"], f"`{r['contender']}`", fmt_time(r["b1_p50_s"]), fmt_time(r["b1_p99_s"])]
         cells += [fmt_rate(r.get(f"tput_b{b}")) for b in sizes]
         cells += [
@@ -506,8 +501,8 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
         title = model_line(model, about, header["images"])
         if about.get("lenet_error") and not about.get("error"):
             title += f"; lenet could not run it ({about['lenet_error']})"
-        if not rows:
-            console.print(escape(title), highlight=False)
+        if not rows or about.get("error"):  # not loaded: the title says why, for every row
+            console.print(escape(title), style="bold red" if about.get("error") else None, highlight=False)
             continue
         t = Table(title=escape(title), title_justify="left", header_style="bold")
         for col in ["contender", "b1 p50", f"img/s b{big}", "×Keras", "×fastest other", "agrees"]:
