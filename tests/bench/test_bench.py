@@ -541,10 +541,10 @@ ONNX_FILES = ["example_net", "mlp_flat_fixed_batch", "no_batch_axis", "tf2onnx_n
 # (tests/data/onnx): each model's file and the input shape lenet reads in it.
 KERAS_ZOO = {
     "k3_mlp2d": ("k3_mlp2d.keras", (28, 28)),  # the Keras 3 tutorial's MLP, k3_seq of the issue
-    "k3_mlp784": ("k3_mlp784.h5", (784,)),
+    "k3_mlp784": ("k3_mlp784.keras", (784,)),
     "k3_cnn16": ("k3_cnn16.keras", (16, 16, 1)),
     "k3_bn_dropout_functional": ("k3_bn_dropout_functional.keras", (28, 28, 1)),
-    "k3_residual": ("k3_residual.h5", (28, 28, 1)),
+    "k3_residual": ("k3_residual.keras", (28, 28, 1)),
 }
 # keras-predict is left out (test_quick_run has it): its rows cost 2 s a model; Keras answers the
 # reference predictions on each file all the same.
@@ -563,7 +563,8 @@ def zoo_run(tmp_path_factory):
     import keras_zoo
 
     tmp = tmp_path_factory.mktemp("zoo")
-    built = keras_zoo.build_zoo(tmp / "keras", {n.split("_", 1)[1] for n in KERAS_ZOO}, frameworks={"keras3"})
+    cases = {n.split("_", 1)[1] for n in KERAS_ZOO}
+    built = keras_zoo.build_zoo(tmp / "keras", cases, frameworks={"keras3"}, forms={"keras"})
     data = Path(__file__).resolve().parents[1] / "data" / "onnx"
     broken = tmp / "broken.h5"
     broken.write_bytes(b"not an HDF5 file\n")
@@ -602,7 +603,8 @@ def test_a_users_keras_model_gets_a_row_from_every_contender(zoo_run, name):
         assert r["status"] == "ok", r
         assert r["agree"] is True and r["max_abs_dp"] < 1e-4, r
         assert r["tput_b8"] > 0 and r["b1_p50_s"] > 0
-    assert doc["header"]["models"][name]["keras_accuracy"] is not None
+    about = doc["header"]["models"][name]
+    assert about["keras_accuracy"] is not None and tuple(about["input_shape"]) == KERAS_ZOO[name][1]
 
 
 @pytest.mark.parametrize("name", ONNX_FILES)
@@ -617,10 +619,10 @@ def test_an_onnx_file_is_benched_against_onnx_runtime_on_the_file(zoo_run, name)
     for c in ("lenet-cpu", "lenet-cpu-infer", "onnxruntime"):
         assert rows[c]["status"] == "ok" and rows[c]["agree"] is True, rows[c]
         assert rows[c]["max_abs_dp"] <= 1e-5, rows[c]
-    for c in ("keras-predict", "tflite", "tf-function"):
+    for c in ("tflite", "tf-function"):
         assert rows[c]["status"] == "skipped" and "ONNX" in rows[c]["reason"], rows[c]
     skipped = [line for line in proc.stdout.splitlines() if line.startswith("skipped (")]
-    assert len(skipped) == 1 and name in skipped[0].split("keras-predict (")[1].split(")")[0], skipped
+    assert len(skipped) == 1 and name in skipped[0].split("tflite (")[1].split(")")[0], skipped
 
 
 def test_a_model_lenet_cannot_run_is_a_row_and_a_failed_run(zoo_run):

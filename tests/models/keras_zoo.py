@@ -1655,15 +1655,23 @@ def _notes(name: str, framework: str, form: str, extra: str = "") -> str:
     return "; ".join(notes)
 
 
-def build_zoo(directory: Path, only: Optional[set[str]] = None, frameworks: Optional[set[str]] = None) -> Zoo:
+def build_zoo(
+    directory: Path,
+    only: Optional[set[str]] = None,
+    frameworks: Optional[set[str]] = None,
+    forms: Optional[set[str]] = None,
+) -> Zoo:
     """Write the zoo into directory; Zoo {name: ZooModel}. Cases whose framework (keras,
     tf_keras) cannot be imported are left out, with the reason in not_built; only = a set of
-    case names; frameworks = {"keras3"} and/or {"keras2"} (default: both)."""
+    case names; frameworks = {"keras3"} and/or {"keras2"} (default: both); forms = the file
+    forms to write, of those each case has (default: all)."""
     with _Silence():
-        return _build_zoo(Path(directory), only, frameworks)
+        return _build_zoo(Path(directory), only, frameworks, forms)
 
 
-def _build_zoo(directory: Path, only: Optional[set[str]], frameworks: Optional[set[str]] = None) -> Zoo:
+def _build_zoo(
+    directory: Path, only: Optional[set[str]], frameworks: Optional[set[str]] = None, forms_: Optional[set[str]] = None
+) -> Zoo:
     directory.mkdir(parents=True, exist_ok=True)
     if only is not None:
         unknown = set(only) - set(CASES)
@@ -1691,6 +1699,8 @@ def _build_zoo(directory: Path, only: Optional[set[str]], frameworks: Optional[s
             expected = keras_predict(model, x)
             setup = time.perf_counter() - t0
             for form in forms:
+                if forms_ is not None and form not in forms_:
+                    continue
                 t1 = time.perf_counter()
                 path, arch = _save(model, tag, form, directory, f"{prefix}_{spec.name}")
                 name = f"{prefix}_{spec.name}.{_FORM_TAG[form]}"

@@ -37,10 +37,11 @@ class Plan:
     latency_block_s: float  # one block of batch-1 calls
     block_s: float  # one block of batched calls
     warm_s: float  # warm-up per batch size (not measured)
+    ladder_rounds: int = 15  # rounds of where lenet.infer's time goes (ladder.py)
 
 
 FULL = Plan(images=1000, rounds=5, latency_block_s=0.4, block_s=0.2, warm_s=0.2)
-QUICK = Plan(images=256, rounds=2, latency_block_s=0.1, block_s=0.05, warm_s=0.05)
+QUICK = Plan(images=256, rounds=2, latency_block_s=0.1, block_s=0.05, warm_s=0.05, ladder_rounds=5)
 
 
 def _parser(names: list[str]) -> argparse.ArgumentParser:
@@ -121,7 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads or default_threads()
     cs.configure(threads)  # before any framework is imported
     plan = QUICK if args.quick else FULL
-    plan = Plan(args.images or plan.images, args.rounds or plan.rounds, plan.latency_block_s, plan.block_s, plan.warm_s)
+    plan = Plan(
+        args.images or plan.images,
+        args.rounds or plan.rounds,
+        plan.latency_block_s,
+        plan.block_s,
+        plan.warm_s,
+        plan.ladder_rounds,
+    )
     names = list(cs.CONTENDERS) if args.contenders == "all" else _csv(args.contenders)
     isolate = names if args.isolate == "all" else _csv(args.isolate)
     unknown = [n for n in names + isolate if n not in cs.CONTENDERS]
@@ -384,6 +392,7 @@ def _bench_model(s: Session, source: str):
     rate = s.fma["gmacs_per_thread"] * 1e9 * s.threads  # all threads' multiply-adds per second
     about = {
         "weights": str(weights),
+        "input_shape": list(x.shape[1:]),  # what every contender was fed, per image
         "parameters": int(params),
         "macs": int(macs),
         "floor_s": macs / rate,
@@ -435,7 +444,7 @@ def _bench_model(s: Session, source: str):
         from .ladder import infer_breakdown
 
         try:
-            about["infer_png"] = infer_breakdown(weights, s.paths[:64], s.threads)
+            about["infer_png"] = infer_breakdown(weights, s.paths[:64], s.threads, s.plan.ladder_rounds)
         except Exception as e:  # a figure less, not the run
             about["infer_png_error"] = one_line(f"{type(e).__name__}: {e}")
     for n in runners:

@@ -38,7 +38,7 @@ def infer_breakdown(weights: Path, paths: list, threads: int, rounds: int = 15) 
         med = {k: float(np.median(v)) for k, v in got.items()}
         med["rest"] = max(0.0, med["total"] - med["decode"] - med["prepare"] - med["engine"])
         out[f"threads_{t}"] = med
-    out["one_file"] = one_file_breakdown(engines[1], paths[0])
+    out["one_file"] = one_file_breakdown(engines[1], paths[0], rounds=rounds)
     return out
 
 

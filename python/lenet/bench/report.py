@@ -162,6 +162,8 @@ def model_line(model: str, about: dict, images: int) -> str:
     if about.get("error"):
         return f"{model}: {about['error']}"
     line = f"{model} — {about['parameters']:,} parameters ({Path(about['weights']).name})"
+    if about.get("input_shape"):
+        line += f"; fed (n, {', '.join(map(str, about['input_shape']))})"
     if about.get("macs"):
         line += (
             f"; {about['macs'] / 1e6:.2f} M multiply-adds per image, FMA floor "
