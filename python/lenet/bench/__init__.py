@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lenet-bench: error: {e}", file=sys.stderr)
         return 2
 
-    console, progress = _terminal()
+    console, progress = report.terminal()
     with progress, tempfile.TemporaryDirectory(prefix="lenet-bench-") as tmp:
         task = progress.add_task("importing frameworks", total=None)
         cant = cs.setup(names)
@@ -229,46 +229,6 @@ def fma_rate(threads: int) -> dict:
 
     rate = max(_core.mac_rate(threads, 0.5) for _ in range(3))
     return {"gmacs_per_thread": rate, "threads": threads, "kernels": _core.cpu_kernel_sets()[0]}
-
-
-def _terminal():
-    """A rich console and progress bar, or plain stand-ins without rich."""
-    try:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    except ImportError:
-        return _Plain(), _Plain()
-    console = Console() if sys.stdout.isatty() else Console(width=200)
-    progress = Progress(
-        TextColumn("{task.description:<48}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    return console, progress
-
-
-class _Plain:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def print(self, text="", **_):
-        print(text)
-
-    def add_task(self, *a, **k):
-        return 0
-
-    def update(self, *a, description=None, **k):
-        if description:
-            print(description, file=sys.stderr)
-
-    def advance(self, *a, **k):
-        pass
 
 
 def _new_row(model: str, name: str, sizes: list[int]) -> dict:

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import platform
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -484,6 +485,46 @@ def write_all(out: Path, header: dict, results: list[dict]) -> dict[str, Optiona
 
 
 # --- the terminal -----------------------------------------------------------------------------------
+
+
+def terminal():
+    """A rich console and progress bar, or plain stand-ins without rich."""
+    try:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    except ImportError:
+        return _Plain(), _Plain()
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    progress = Progress(
+        TextColumn("{task.description:<48}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    return console, progress
+
+
+class _Plain:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def print(self, text="", **_):
+        print(text)
+
+    def add_task(self, *a, **k):
+        return 0
+
+    def update(self, *a, description=None, **k):
+        if description:
+            print(description, file=sys.stderr)
+
+    def advance(self, *a, **k):
+        pass
 
 
 def print_tables(console, header: dict, results: list[dict]) -> None:
