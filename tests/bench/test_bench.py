@@ -42,9 +42,9 @@ def _needs_keras_on_tensorflow():
     pytest.importorskip("keras")
 
 
-def _bench(out, *args, env=None, timeout=300):
+def _bench(out, *args, env=None, timeout=300, rc=0):
     """``lenet-bench --quick ... --out OUT`` (MNIST digits where there are some) in a process
-    of its own; fails the test with its output unless it exits 0."""
+    of its own; fails the test with its output unless it exits with ``rc``."""
     proc = subprocess.run(
         [sys.executable, "-m", "lenet.bench", "--quick", *args, "--out", str(out), *_mnist_args()],
         capture_output=True,
@@ -52,7 +52,7 @@ def _bench(out, *args, env=None, timeout=300):
         timeout=timeout,
         env=env,
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == rc, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
 
 
@@ -166,9 +166,44 @@ def _odd_keras_model(path):
     return model
 
 
+def _graph_keras_model(path):
+    """A Functional model of what users' models hold besides a chain: BatchNormalization on
+    images and on features, Dropout, a residual Add, Concatenate of branches, Average and
+    Multiply, the activations elu, swish, gelu, selu, leaky relu, relu6, a sigmoid head."""
+    import keras
+
+    L = keras.layers
+    inp = keras.Input((28, 28, 1))
+    x = L.Activation("relu")(L.BatchNormalization()(L.Conv2D(6, 3, padding="same")(inp)))
+    x = L.Add()([x, L.Conv2D(6, 3, padding="same", activation="elu")(x)])
+    x = L.Concatenate()([x, L.Conv2D(3, 1, activation="swish")(x)])
+    x = L.Dropout(0.3)(L.MaxPooling2D(2)(x))
+    x = L.Flatten()(x)
+    a, b = L.Dense(12, activation="gelu")(x), L.Dense(12, activation="selu")(x)
+    x = L.BatchNormalization()(L.Concatenate()([L.Average()([a, b]), L.Multiply()([a, b])]))
+    x = L.ReLU(max_value=6.0)(L.LeakyReLU(0.1)(x))
+    model = keras.Model(inp, L.Dense(10, activation="sigmoid")(x))
+    rng = np.random.default_rng(0)
+    for w in model.weights:
+        w.assign(rng.normal(0, 0.3, w.shape).astype(np.float32) + (1.0 if "variance" in w.path else 0.0))
+    model.save(path)
+    return model
+
+
+def _mlp2d_keras_model(path):
+    """The Keras 3 tutorial's MLP on (28, 28) (issue 62's k3_seq), ending in logits."""
+    import keras
+
+    L = keras.layers
+    model = keras.Sequential([keras.Input((28, 28)), L.Flatten(), L.Dense(32, "relu"), L.Dense(10)])
+    model.save(path)
+    return model
+
+
 @pytest.mark.keras_reference
 @pytest.mark.parametrize("framework", ["tf", "onnx", "torch", "jax"])
-def test_rebuilt_networks_match_keras(tmp_path, framework):
+@pytest.mark.parametrize("kind", ["odd", "graph", "mlp2d"])
+def test_rebuilt_networks_match_keras(tmp_path, framework, kind):
     import lenet
     from lenet.bench import nets
 
@@ -180,12 +215,16 @@ def test_rebuilt_networks_match_keras(tmp_path, framework):
     if framework == "jax":
         jax = pytest.importorskip("jax")
     _needs_keras_on_tensorflow()
-    model = _odd_keras_model(tmp_path / "odd.h5")
-    spec = lenet.load(tmp_path / "odd.h5").spec
-    x = np.random.default_rng(1).random((8, 28, 28, 1), dtype=np.float32)
+    build = {"odd": _odd_keras_model, "graph": _graph_keras_model, "mlp2d": _mlp2d_keras_model}[kind]
+    model = build(tmp_path / f"{kind}.h5")
+    spec = lenet.load(tmp_path / f"{kind}.h5").spec
+    x = np.random.default_rng(1).random((8, *model.input_shape[1:]), dtype=np.float32)
     z = np.asarray(model(x, training=False))
-    expected = np.exp(z - z.max(1, keepdims=True))
-    expected /= expected.sum(1, keepdims=True)
+    if kind == "graph":  # a sigmoid head: probabilities are the sigmoids over their sum, as predict_proba's
+        expected = z / z.sum(1, keepdims=True)
+    else:
+        expected = np.exp(z - z.max(1, keepdims=True))
+        expected /= expected.sum(1, keepdims=True)
     if framework == "tf":
         got = nets.tf_forward(spec)(x).numpy()
     elif framework == "onnx":
@@ -196,6 +235,21 @@ def test_rebuilt_networks_match_keras(tmp_path, framework):
         with torch.inference_mode():
             got = nets.torch_module(spec)(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(got, expected, atol=2e-6)
+
+
+def test_a_layer_the_rebuilt_networks_lack_is_named(tmp_path):
+    """A depthwise convolution: the rebuild refuses in a few words naming the layer, which
+    lenet-bench shows as the row's reason."""
+    keras = pytest.importorskip("keras")
+    import lenet
+    from lenet.bench import nets
+
+    L = keras.layers
+    keras.Sequential([keras.Input((28, 28, 1)), L.DepthwiseConv2D(3, name="dw"), L.Flatten(), L.Dense(10)]).save(
+        tmp_path / "dw.h5"
+    )
+    with pytest.raises(nets.NotRebuilt, match=r"^no rebuild of layer 'dw' \(depthwise_conv2d\)$"):
+        nets.onnx_model(lenet.load(tmp_path / "dw.h5").spec)
 
 
 # --- GPU peers, the reference, own-process contenders ------------------------------------------
@@ -252,7 +306,7 @@ def test_bench_skips_the_gpu_peers_without_a_gpu(dying_run):
         assert rows[name]["reason"].startswith("no GPU") or rows[name]["reason"].endswith("is not installed")
     md = (out / "README-table.md").read_text()
     assert "max \\|Δp\\|" in md and "reference for agreement" in md
-    assert "Skipped: " in md and "`torch-cuda`" in md
+    assert "Skipped (" in md and "torch-cuda" in md
 
 
 def test_reference_falls_back_to_keras_on_jax_then_to_the_cpu_engine(monkeypatch):
@@ -482,44 +536,137 @@ def test_files_scenario_runs_every_contender(tmp_path):
     assert "| infer_iter |" in out.stdout
 
 
-ONNX_FILES = ["example_net", "mlp_flat_fixed_batch", "no_batch_axis"]
+ONNX_FILES = ["example_net", "mlp_flat_fixed_batch", "no_batch_axis", "tf2onnx_nhwc"]
+# What users bring (issue 62), from the Keras zoo (tests/models/keras_zoo.py) and the ONNX zoo
+# (tests/data/onnx): each model's file and the input shape lenet reads in it.
+KERAS_ZOO = {
+    "k3_mlp2d": ("k3_mlp2d.keras", (28, 28)),  # the Keras 3 tutorial's MLP, k3_seq of the issue
+    "k3_mlp784": ("k3_mlp784.keras", (784,)),
+    "k3_cnn16": ("k3_cnn16.keras", (16, 16, 1)),
+    "k3_bn_dropout_functional": ("k3_bn_dropout_functional.keras", (28, 28, 1)),
+    "k3_residual": ("k3_residual.keras", (28, 28, 1)),
+}
+# keras-predict is left out (test_quick_run has it): its rows cost 2 s a model; Keras answers the
+# reference predictions on each file all the same.
+ZOO_CONTENDERS = ["lenet-cpu", "lenet-cpu-infer", "tflite", "tf-function", "onnxruntime"]
 
 
 @pytest.fixture(scope="module")
-def onnx_run(tmp_path_factory):
-    """One lenet-bench run of three ONNX files: its output folder."""
+def zoo_run(tmp_path_factory):
+    """One lenet-bench run of the zoo: the Keras models, the ONNX files (a PyTorch export,
+    NCHW; a tf2onnx export, NHWC; a fixed batch; no batch axis) and a file lenet cannot load:
+    its output folder and its process, which exits 1 for that file."""
     pytest.importorskip("onnxruntime")
+    _needs_keras_on_tensorflow()
     from pathlib import Path
 
+    import keras_zoo
+
+    tmp = tmp_path_factory.mktemp("zoo")
+    cases = {n.split("_", 1)[1] for n in KERAS_ZOO}
+    built = keras_zoo.build_zoo(tmp / "keras", cases, frameworks={"keras3"}, forms={"keras"})
     data = Path(__file__).resolve().parents[1] / "data" / "onnx"
-    out = tmp_path_factory.mktemp("onnx") / "bench"
-    _bench(
+    broken = tmp / "broken.h5"
+    broken.write_bytes(b"not an HDF5 file\n")
+    models = [str(built[f].path) for f, _ in KERAS_ZOO.values()] + [str(data / f"{n}.onnx") for n in ONNX_FILES]
+    out = tmp / "bench"
+    proc = _bench(
         out,
         "--models",
-        ",".join(str(data / f"{name}.onnx") for name in ONNX_FILES),
+        ",".join(models + [str(broken)]),
         "--contenders",
-        "lenet-cpu,lenet-cpu-infer,onnxruntime,keras-predict",
+        ",".join(ZOO_CONTENDERS),
         "--batch-sizes",
         "1,8",
         "--threads",
         "1",
         "--images",
-        "64",
+        "32",
+        "--rounds",
+        "1",
         "--no-probe",
+        rc=1,
     )
-    return out
+    return out, proc
+
+
+@pytest.mark.keras_reference  # the Keras models' rows are checked against Keras' answers
+@pytest.mark.parametrize("name", list(KERAS_ZOO))
+def test_a_users_keras_model_gets_a_row_from_every_contender(zoo_run, name):
+    """Issue 62: every contender is fed the digits as the model takes them ((28, 28), (784,),
+    16x16, BatchNormalization, Dropout, a residual Add) and agrees with Keras."""
+    out, _ = zoo_run
+    doc = json.loads((out / "results.json").read_text())
+    rows = {r["contender"]: r for r in doc["results"] if r["model"] == name.split(".")[0]}
+    assert set(rows) == set(ZOO_CONTENDERS)
+    for c, r in rows.items():
+        assert r["status"] == "ok", r
+        assert r["agree"] is True and r["max_abs_dp"] < 1e-4, r
+        assert r["tput_b8"] > 0 and r["b1_p50_s"] > 0
+    about = doc["header"]["models"][name]
+    assert about["keras_accuracy"] is not None and tuple(about["input_shape"]) == KERAS_ZOO[name][1]
 
 
 @pytest.mark.parametrize("name", ONNX_FILES)
-def test_an_onnx_file_is_benched_against_onnx_runtime_on_the_file(onnx_run, name):
+def test_an_onnx_file_is_benched_against_onnx_runtime_on_the_file(zoo_run, name):
     """lenet-bench on an ONNX file: this engine and ONNX Runtime (the file itself) run it, in the
     model's own input form, checked against ONNX Runtime; the contenders that rebuild Keras
-    models say why they do not."""
-    out = onnx_run
+    models say why they do not, in the one line of skipped contenders."""
+    out, proc = zoo_run
     doc = json.loads((out / "results.json").read_text())
     assert "ONNX Runtime" in doc["header"]["models"][name]["reference"]
     rows = {r["contender"]: r for r in doc["results"] if r["model"] == name}
     for c in ("lenet-cpu", "lenet-cpu-infer", "onnxruntime"):
         assert rows[c]["status"] == "ok" and rows[c]["agree"] is True, rows[c]
         assert rows[c]["max_abs_dp"] <= 1e-5, rows[c]
-    assert rows["keras-predict"]["status"] == "skipped" and "ONNX" in rows["keras-predict"]["reason"]
+    for c in ("tflite", "tf-function"):
+        assert rows[c]["status"] == "skipped" and "ONNX" in rows[c]["reason"], rows[c]
+    skipped = [line for line in proc.stdout.splitlines() if line.startswith("skipped (")]
+    assert len(skipped) == 1 and name in skipped[0].split("tflite (")[1].split(")")[0], skipped
+
+
+def test_a_model_lenet_cannot_run_is_a_row_and_a_failed_run(zoo_run):
+    """The file lenet cannot load: every row failed with a one-line reason, the model kept in
+    the summary with why, an error on stderr, exit status 1 (zoo_run checks it)."""
+    out, proc = zoo_run
+    doc = json.loads((out / "results.json").read_text())
+    rows = [r for r in doc["results"] if r["model"] == "broken"]
+    assert len(rows) == len(ZOO_CONTENDERS) and all(r["status"] == "failed" for r in rows), rows
+    assert all(r["reason"].startswith("lenet cannot run ") and "\n" not in r["reason"] for r in rows), rows
+    assert "broken.h5" in doc["header"]["models"]["broken"]["error"]
+    assert "lenet-bench: error: lenet cannot run " in proc.stderr and "broken.h5" in proc.stderr
+    md = (out / "README-table.md").read_text()
+    assert "| broken | — | no lenet row | lenet cannot run " in md
+    assert "broken lenet-cpu" not in proc.stdout or "failed" in proc.stdout
+
+
+def test_the_default_table_has_the_compared_columns_and_the_files_every_one(zoo_run):
+    out, proc = zoo_run
+    header = next(line for line in proc.stdout.splitlines() if "contender" in line and "b1 p50" in line)
+    cells = [c.strip() for c in header.strip("┃│| ").replace("┃", "|").replace("│", "|").split("|")]
+    assert cells == ["contender", "b1 p50", "img/s b8", "×Keras", "×fastest other", "agrees"], cells
+    assert "×Keras: keras-predict's time over this row's" in proc.stdout
+    assert "\x1b[" not in proc.stdout and "0.00×" not in proc.stdout
+    md = (out / "README-table.md").read_text()
+    assert "| b1 p99 | img/s b1 | img/s b8 | ×Keras (b1) | ×Keras (b8) | ×fastest other (b1) |" in md
+    assert "max \\|Δp\\|" in md and "Skipped (" in md
+
+
+def test_failure_reasons_are_one_line_without_arrays_or_colours():
+    from lenet.bench import one_line
+
+    tf_error = "Graph execution error:\n\nDetected at node x [[[[0.]\n  [0.]]]]"
+    assert one_line("ValueError: \x1b[1mCannot set tensor\x1b[0m: Dimension mismatch.\nmore") == (
+        "ValueError: Cannot set tensor: Dimension mismatch."
+    )
+    assert one_line("InvalidArgumentError: got [[[[0.]\n [0.]]]] of shape (2, 2)") == "InvalidArgumentError: got [...]"
+    assert one_line(tf_error) == "Graph execution error:"
+    assert len(one_line("x" * 500)) == 200
+
+
+def test_ratios_have_two_significant_figures_and_never_round_to_zero():
+    from lenet.bench.report import fmt_x
+
+    got = [fmt_x(v) for v in (0.0000237, 0.00234, 0.834, 1.0, 1.26, 9.96, 17.4, 937.0, 12345.0)]
+    assert got == ["0.000024×", "0.0023×", "0.83×", "1.0×", "1.3×", "10×", "17×", "940×", "12,000×"]
+    assert fmt_x(None) == "—"

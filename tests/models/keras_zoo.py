@@ -71,8 +71,10 @@ Cases (see CASES for the list; k2 = also built with tf_keras):
   AlphaDropout), cropping (symmetric, asymmetric), zero_padding, depthwise (multiplier 1, 2),
   separable, dilated, grouped (groups=2, 4), pool_strides (strides != pool_size, 'same'),
   cf_cnn / cf_global / cf_gap (channels_first, input (1, 28, 28)), lenet5_32 ((32, 32, 1) input),
+  cnn16 ((16, 16, 1) input: digits drawn at 16x16),
   lenet5_classic (tanh, average pooling, sigmoid head).
-- Functional: residual (Add), concat_branches (Concatenate on channels), merge_average,
+- Functional: bn_dropout_functional (BatchNormalization, Dropout), residual (Add), concat_branches
+  (Concatenate on channels), merge_average,
   merge_multiply, merge_subtract, merge_maximum, merge_minimum, concat_dense (two flat branches).
 
 Keras 2 (tf_keras 2.21) vs Keras 3 (3.15.1) differences seen in these files (dumped with h5py):
@@ -1108,6 +1110,33 @@ def _b_lenet5_classic(K):
     )
 
 
+def _b_cnn16(K):
+    """A CNN on digits drawn at 16x16 (USPS-sized)."""
+    L = K.layers
+    return _seq(
+        K,
+        (16, 16, 1),
+        L.Conv2D(8, 3, padding="same", activation="relu"),
+        L.MaxPooling2D(2),
+        L.Conv2D(16, 3, activation="relu"),
+        *_head(L),
+    )
+
+
+def _b_bn_dropout_functional(K):
+    """A Functional CNN as tutorials write it: Conv -> BatchNormalization -> relu -> MaxPool ->
+    Dropout, twice, then Dense -> Dropout -> Dense."""
+    L = K.layers
+    inp = K.Input(shape=(28, 28, 1))
+    x = inp
+    for filters in (8, 16):
+        x = L.Conv2D(filters, 3, padding="same", use_bias=False)(x)
+        x = L.Activation("relu")(L.BatchNormalization()(x))
+        x = L.Dropout(0.25)(L.MaxPooling2D(2)(x))
+    x = L.Dropout(0.5)(L.Dense(32, activation="relu")(L.Flatten()(x)))
+    return K.Model(inp, L.Dense(10, activation="softmax")(x))
+
+
 def _b_residual(K):
     L = K.layers
     inp = K.Input(shape=(28, 28, 1))
@@ -1507,7 +1536,21 @@ _SPECS: list[_Case] = [
         forms3=("h5", "keras"),
         forms2=("h5", "weights_h5"),
     ),
+    _Case(
+        "cnn16",
+        "CNN on 16x16 digits: Conv(same, relu) -> MaxPool -> Conv(relu) -> Dense (random inputs only)",
+        _b_cnn16,
+        k2=False,
+        forms3=("keras",),
+    ),
     # 7. Functional
+    _Case(
+        "bn_dropout_functional",
+        "Functional CNN: (Conv -> BN -> relu -> MaxPool -> Dropout) x2 -> Dense(relu) -> Dropout -> Dense",
+        _b_bn_dropout_functional,
+        k2=False,
+        forms3=("keras",),
+    ),
     _Case(
         "residual",
         "residual block: Conv -> Conv -> Conv, Add with the skip, Activation",
@@ -1612,15 +1655,23 @@ def _notes(name: str, framework: str, form: str, extra: str = "") -> str:
     return "; ".join(notes)
 
 
-def build_zoo(directory: Path, only: Optional[set[str]] = None) -> Zoo:
+def build_zoo(
+    directory: Path,
+    only: Optional[set[str]] = None,
+    frameworks: Optional[set[str]] = None,
+    forms: Optional[set[str]] = None,
+) -> Zoo:
     """Write the zoo into directory; Zoo {name: ZooModel}. Cases whose framework (keras,
     tf_keras) cannot be imported are left out, with the reason in not_built; only = a set of
-    case names."""
+    case names; frameworks = {"keras3"} and/or {"keras2"} (default: both); forms = the file
+    forms to write, of those each case has (default: all)."""
     with _Silence():
-        return _build_zoo(Path(directory), only)
+        return _build_zoo(Path(directory), only, frameworks, forms)
 
 
-def _build_zoo(directory: Path, only: Optional[set[str]]) -> Zoo:
+def _build_zoo(
+    directory: Path, only: Optional[set[str]], frameworks: Optional[set[str]] = None, forms_: Optional[set[str]] = None
+) -> Zoo:
     directory.mkdir(parents=True, exist_ok=True)
     if only is not None:
         unknown = set(only) - set(CASES)
@@ -1631,7 +1682,7 @@ def _build_zoo(directory: Path, only: Optional[set[str]]) -> Zoo:
         if only is not None and spec.name not in only:
             continue
         for tag, prefix, forms in (("keras3", "k3", spec.forms3), ("keras2", "k2", spec.forms2)):
-            if tag == "keras2" and not spec.k2:
+            if (tag == "keras2" and not spec.k2) or (frameworks is not None and tag not in frameworks):
                 continue
             if tag not in fw:
                 out.not_built[f"{prefix}_{spec.name}"] = fw_missing[tag]
@@ -1648,6 +1699,8 @@ def _build_zoo(directory: Path, only: Optional[set[str]]) -> Zoo:
             expected = keras_predict(model, x)
             setup = time.perf_counter() - t0
             for form in forms:
+                if forms_ is not None and form not in forms_:
+                    continue
                 t1 = time.perf_counter()
                 path, arch = _save(model, tag, form, directory, f"{prefix}_{spec.name}")
                 name = f"{prefix}_{spec.name}.{_FORM_TAG[form]}"

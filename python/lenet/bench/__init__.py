@@ -37,10 +37,11 @@ class Plan:
     latency_block_s: float  # one block of batch-1 calls
     block_s: float  # one block of batched calls
     warm_s: float  # warm-up per batch size (not measured)
+    ladder_rounds: int = 15  # rounds of where lenet.infer's time goes (ladder.py)
 
 
 FULL = Plan(images=1000, rounds=5, latency_block_s=0.4, block_s=0.2, warm_s=0.2)
-QUICK = Plan(images=256, rounds=2, latency_block_s=0.1, block_s=0.05, warm_s=0.05)
+QUICK = Plan(images=256, rounds=2, latency_block_s=0.1, block_s=0.05, warm_s=0.05, ladder_rounds=5)
 
 
 def _parser(names: list[str]) -> argparse.ArgumentParser:
@@ -121,7 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads or default_threads()
     cs.configure(threads)  # before any framework is imported
     plan = QUICK if args.quick else FULL
-    plan = Plan(args.images or plan.images, args.rounds or plan.rounds, plan.latency_block_s, plan.block_s, plan.warm_s)
+    plan = Plan(
+        args.images or plan.images,
+        args.rounds or plan.rounds,
+        plan.latency_block_s,
+        plan.block_s,
+        plan.warm_s,
+        plan.ladder_rounds,
+    )
     names = list(cs.CONTENDERS) if args.contenders == "all" else _csv(args.contenders)
     isolate = names if args.isolate == "all" else _csv(args.isolate)
     unknown = [n for n in names + isolate if n not in cs.CONTENDERS]
@@ -144,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lenet-bench: error: {e}", file=sys.stderr)
         return 2
 
-    console, progress = _terminal()
+    console, progress = report.terminal()
     with progress, tempfile.TemporaryDirectory(prefix="lenet-bench-") as tmp:
         task = progress.add_task("importing frameworks", total=None)
         cant = cs.setup(names)
@@ -199,7 +207,18 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(report.header_lines(header)) + "\n\n" + report.markdown(header, results))
     for name, why in written.items():
         print(f"{args.out / name}" + (f": not written ({why})" if why else ""))
-    return 0 if any(r["status"] == "ok" for r in results) else 1
+    # A model the user named that lenet could not run is a failure of the run, whatever the
+    # other contenders did with it.
+    unrun = {m: a.get("error") or a.get("lenet_error") for m, a in header["models"].items()}
+    unrun = {m: why for m, why in unrun.items() if why}
+    for model, why in unrun.items():
+        print(
+            f"lenet-bench: error: {why}"
+            if why.startswith("lenet cannot")
+            else f"lenet-bench: error: lenet could not run {model}: {why}",
+            file=sys.stderr,
+        )
+    return 1 if unrun or not any(r["status"] == "ok" for r in results) else 0
 
 
 def fma_rate(threads: int) -> dict:
@@ -210,46 +229,6 @@ def fma_rate(threads: int) -> dict:
 
     rate = max(_core.mac_rate(threads, 0.5) for _ in range(3))
     return {"gmacs_per_thread": rate, "threads": threads, "kernels": _core.cpu_kernel_sets()[0]}
-
-
-def _terminal():
-    """A rich console and progress bar, or plain stand-ins without rich."""
-    try:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    except ImportError:
-        return _Plain(), _Plain()
-    console = Console() if sys.stdout.isatty() else Console(width=200)
-    progress = Progress(
-        TextColumn("{task.description:<48}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    return console, progress
-
-
-class _Plain:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def print(self, text="", **_):
-        print(text)
-
-    def add_task(self, *a, **k):
-        return 0
-
-    def update(self, *a, description=None, **k):
-        if description:
-            print(description, file=sys.stderr)
-
-    def advance(self, *a, **k):
-        pass
 
 
 def _new_row(model: str, name: str, sizes: list[int]) -> dict:
@@ -297,8 +276,21 @@ def _new_row(model: str, name: str, sizes: list[int]) -> dict:
     return row
 
 
+def one_line(text: str, limit: int = 200) -> str:
+    """A reason for a row: the first line of ``text``, without terminal colour codes, cut
+    before any array it prints (TensorFlow's errors carry the whole input) and at ``limit``."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", str(text))
+    line = next((t.strip() for t in text.splitlines() if t.strip()), "")
+    cut = line.find("[[")
+    if cut >= 0:
+        line = line[:cut].rstrip(" :=,") + " [...]"
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
 def _fail(row: dict, status: str, reason: str) -> None:
-    row.update(status=status, reason=reason)
+    row.update(status=status, reason=one_line(reason))
     if status == "failed":
         row["flags"].append("FAILED")
 
@@ -343,24 +335,24 @@ def _bench_model(s: Session, source: str):
 
     started = time.perf_counter()
     model = _label(source)
-    rows = {n: _new_row(model, n, s.sizes) for n in s.names}
+    rows = rows_ = {n: _new_row(model, n, s.sizes) for n in s.names}
     try:
         weights = Path(lenet.shipped_weights(source) if source in lenet.SHIPPED_MODELS else source)
         ctx = cs.Ctx(weights, s.threads)
-        x = (
-            workload.to_model_input(s.images, weights)
-            if ctx.is_onnx
-            else workload.to_input(s.images, lenet.load(weights).input_scale)
-        )
+        # Every contender gets the digits as the model lenet loaded takes them (its input's
+        # shape, size, layout and scaling: what infer feeds it), the same array for all.
+        x, pixel_rows = workload.to_model_input(s.images, weights)
     except Exception as e:
-        for r in rows.values():
-            _fail(r, "failed", f"cannot load {source}: {type(e).__name__}: {e}")
-        return list(rows.values()), {"weights": source, "error": f"{type(e).__name__}: {e}"}
+        why = one_line(f"lenet cannot run {source}: {type(e).__name__}: {e}")
+        for r in rows_.values():
+            _fail(r, "failed", why)
+        return list(rows_.values()), {"weights": source, "error": why}
     model_ = lenet.load(weights)
     params, macs = model_.network.params, model_.macs
     rate = s.fma["gmacs_per_thread"] * 1e9 * s.threads  # all threads' multiply-adds per second
     about = {
         "weights": str(weights),
+        "input_shape": list(x.shape[1:]),  # what every contender was fed, per image
         "parameters": int(params),
         "macs": int(macs),
         "floor_s": macs / rate,
@@ -395,9 +387,9 @@ def _bench_model(s: Session, source: str):
 
     mark = time.perf_counter()
     if s.probe:
-        _probe(s, model, live, rows, weights, x[:1])
+        _probe(s, model, live, rows, weights, x[:1], pixel_rows[:1])
     phases["probe"], mark = time.perf_counter() - mark, time.perf_counter()
-    runners, inputs = _prepare(s, model, live, rows, ctx, x, ref)
+    runners, inputs = _prepare(s, model, live, rows, ctx, x, pixel_rows, ref)
     phases["load_check_warm"], mark = time.perf_counter() - mark, time.perf_counter()
     try:
         series = _measure(s, model, runners, inputs, rows)
@@ -411,25 +403,35 @@ def _bench_model(s: Session, source: str):
         s.progress.update(s.task, description=f"{model}: where lenet.infer's time goes")
         from .ladder import infer_breakdown
 
-        about["infer_png"] = infer_breakdown(weights, s.paths[:64], s.threads)
+        try:
+            about["infer_png"] = infer_breakdown(weights, s.paths[:64], s.threads, s.plan.ladder_rounds)
+        except Exception as e:  # a figure less, not the run
+            about["infer_png_error"] = one_line(f"{type(e).__name__}: {e}")
     for n in runners:
         _summarise(rows[n], series[n], s.threads)
     _speedups([r for r in rows.values() if r["status"] == "ok"], max(s.sizes), about["floor_images_per_s"])
+    # lenet's own rows: when every one asked of them failed, lenet could not run this model.
+    ours = [r for r in rows.values() if r["contender"].startswith("lenet-") and r["status"] != "skipped"]
+    if ours and all(r["status"] == "failed" for r in ours):
+        about["lenet_error"] = f"{ours[0]['contender']}: {ours[0]['reason']}"
     about["elapsed_s"] = time.perf_counter() - started
     return list(rows.values()), about
 
 
-def _probe(s: Session, model: str, live: list, rows: dict, weights: Path, x0) -> None:
+def _probe(s: Session, model: str, live: list, rows: dict, weights: Path, x0, rows0) -> None:
     """Load time, first call and peak memory of each contender, each in a fresh process."""
     import numpy as np
 
     from . import child
+    from . import contenders as cs
 
     np.save(s.tmp / "x0.npy", x0)
     np.save(s.tmp / "pixels0.npy", s.images[:1])
+    np.save(s.tmp / "rows0.npy", rows0)
     for n in live:
         s.progress.update(s.task, description=f"{model}: fresh process: {n}")
-        got = child.probe(n, weights, s.threads, str(s.tmp / "x0.npy"), s.paths[0], str(s.tmp / "pixels0.npy"))
+        pixels0 = s.tmp / ("rows0.npy" if cs.CONTENDERS[n].takes == "rows" else "pixels0.npy")
+        got = child.probe(n, weights, s.threads, str(s.tmp / "x0.npy"), s.paths[0], str(pixels0))
         rows[n]["probe_error"] = got.pop("error", None)
         rows[n].update(got)
         s.progress.advance(s.task)
@@ -444,24 +446,35 @@ def _block(run, inputs, batch: int, budget_s: float, min_calls: int):
     return measure.block(run, inputs, batch, budget_s, min_calls)
 
 
-def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tuple[dict, dict]:
+def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_rows, ref) -> tuple[dict, dict]:
     """Builds each contender (in this process, or in its own), checks its predictions on the
     whole array against the reference, and warms it up at every batch size. Returns the
     runners and their inputs."""
+    runners, inputs = {}, {}
+    gc.collect()
+    gc.freeze()  # as in _measure: each warm-up block's collection would walk the frameworks' objects (0.2 s)
+    try:
+        _prepare_each(s, model, live, rows, ctx, x, pixel_rows, ref, runners, inputs)
+    finally:
+        gc.unfreeze()
+    return runners, inputs
+
+
+def _prepare_each(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_rows, ref, runners, inputs) -> None:
     from . import contenders as cs
     from . import measure, workload
     from .child import Remote
     from .harness import Harness
+    from .nets import NotRebuilt
     from .process import ChildError
 
-    runners, inputs = {}, {}
     for n in live:
         s.progress.update(s.task, description=f"{model}: load, check, warm up: {n}")
         c, r = cs.CONTENDERS[n], rows[n]
         t0 = time.perf_counter()
         run = None
         try:
-            data = s.paths if c.takes == "files" else s.images if c.takes == "pixels" else x
+            data = {"files": s.paths, "pixels": s.images, "rows": pixel_rows}.get(c.takes, x)
             if c.process in ("own", "cpp"):  # a Python worker, or the C++ harness
                 run = (Remote if c.process == "own" else Harness)(n, ctx, data, s.sizes, s.tmp, c.env, s.timeout_s)
                 s.remote_versions.update(run.versions)
@@ -476,7 +489,7 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
             for b in s.sizes:
                 _block(run, inputs[n][b], b, s.plan.warm_s, 2)
             runners[n] = run
-        except cs.Unavailable as e:
+        except (cs.Unavailable, NotRebuilt) as e:  # not here, or a layer it has no rebuild of
             _fail(r, "skipped", str(e))
         except ChildError as e:  # its process crashed, hung or raised: it says which
             _fail(r, "failed", f"{e} (while loading, checking or warming up)")
@@ -486,7 +499,6 @@ def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, ref) -> tup
             run.close()
         r["prepare_s"] = time.perf_counter() - t0
         s.progress.advance(s.task)
-    return runners, inputs
 
 
 def _measure(s: Session, model: str, runners: dict, inputs: dict, rows: dict) -> dict:
@@ -532,12 +544,15 @@ def _summarise(row: dict, series: dict, threads: int) -> None:
 
 
 def _speedups(rows: list[dict], big: int, floor_images_per_s: float) -> None:
+    """Each row's speed-ups over keras-predict and over the fastest other contender, the
+    latter named: for this engine's rows the other engines (its own variants do not count),
+    for any other row every contender but itself; on the GPU, the other GPU rows where there
+    are some."""
     by = {r["contender"]: r for r in rows}
     keras = by.get("keras-predict")
     for r in rows:
-        # "Others" are the other engines: this engine's own variants do not count. On the GPU,
-        # the other GPU engines where there are some.
-        others = [o for o in rows if o is not r and not o["contender"].startswith("lenet-")]
+        mine = r["contender"].startswith("lenet-")
+        others = [o for o in rows if o is not r and not (mine and o["contender"].startswith("lenet-"))]
         if r["device"] == "cuda" and any(o["device"] == "cuda" for o in others):
             others = [o for o in others if o["device"] == "cuda"]
         if r["device"] == "cpu" and r[f"tput_b{big}"]:

@@ -122,7 +122,7 @@ def probe_main(arg: str) -> None:
         out.update(import_s=t1 - t0, rss_import_mib=_max_rss_mib())
         run = c.build(contenders.Ctx(Path(a["weights"]), a["threads"]))
         t2 = time.perf_counter()
-        x = [a["png"]] if c.takes == "files" else np.load(a["pixels0"] if c.takes == "pixels" else a["x0"])
+        x = [a["png"]] if c.takes == "files" else np.load(a["pixels0"] if c.takes in ("pixels", "rows") else a["x0"])
         run(x)
         t3 = time.perf_counter()
         out.update(load_s=t2 - t1, first_call_s=t3 - t2, peak_rss_mib=_max_rss_mib())

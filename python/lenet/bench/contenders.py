@@ -159,8 +159,8 @@ def _engine(
         cuda_graphs=cuda_graphs,
         cuda_path=cuda_path,
     )
-    if files:
-        return lambda paths: np.stack([r.probabilities for r in engine.infer(paths)])
+    if files:  # MNIST digits: drawn at the model's size as the other contenders' array was
+        return lambda paths: np.stack([r.probabilities for r in engine.infer(paths, mode="mnist")])
     return engine.predict_proba
 
 
@@ -217,7 +217,7 @@ def _infer_pixels(ctx: Ctx, device: str) -> Callable:
     import lenet
 
     engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads)
-    return lambda a: [engine.infer(a[0])] if len(a) == 1 else engine.infer(a)
+    return lambda a: [engine.infer(a[0], mode="mnist")] if len(a) == 1 else engine.infer(a, mode="mnist")
 
 
 @contender(
@@ -284,7 +284,7 @@ def _pixel_rows(ctx: Ctx, device: str, cuda_path: str = "auto") -> Callable:
     import lenet
 
     engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads, cuda_path=cuda_path)
-    return lambda a: engine.row_probabilities(a.reshape((len(a),) + engine.image_shape))
+    return engine.row_probabilities
 
 
 @contender(
@@ -292,7 +292,7 @@ def _pixel_rows(ctx: Ctx, device: str, cuda_path: str = "auto") -> Callable:
     (),
     "lenet Engine.row_probabilities(uint8 digits), CUDA: bytes uploaded and scaled on the device",
     device="cuda",
-    takes="pixels",
+    takes="rows",
 )
 def _lenet_cuda_pixels(ctx):
     return _pixel_rows(ctx, "cuda")
@@ -304,7 +304,7 @@ def _lenet_cuda_pixels(ctx):
     "lenet Engine(cuda_path='fast').row_probabilities(uint8 digits), CUDA: bytes as the launch parameter, "
     "from mapped memory or in chunks over two streams",
     device="cuda",
-    takes="pixels",
+    takes="rows",
 )
 def _lenet_cuda_fast_pixels(ctx):
     return _pixel_rows(ctx, "cuda", "fast")
@@ -331,7 +331,6 @@ def _tflite(ctx):
         Interpreter = tf.lite.Interpreter
     with quiet_stderr(), contextlib.redirect_stdout(io.StringIO()):  # the converter prints its graph
         flat = tf.lite.TFLiteConverter.from_keras_model(keras_model(ctx)).convert()
-    sample = list(ctx.spec.input_shape)
     by_batch = {}  # one interpreter per batch size: resizing reallocates every tensor
 
     def run(x):
@@ -340,7 +339,7 @@ def _tflite(ctx):
             with quiet_stderr():
                 it = Interpreter(model_content=flat, num_threads=ctx.threads)
             i, o = it.get_input_details()[0]["index"], it.get_output_details()[0]["index"]
-            it.resize_tensor_input(i, [n, *sample])
+            it.resize_tensor_input(i, list(x.shape))
             it.allocate_tensors()
             by_batch[n] = (it, i, o)
         it, i, o = by_batch[n]

@@ -66,7 +66,9 @@ class Contender:
     needs: tuple[str, ...]  # modules to import
     what: str  # one line for the legend
     device: str = "cpu"
-    takes: str = "array"  # "array" | "pixels" (the uint8 digits, (n, 28, 28)) | "files"
+    # "array" (the model's input) | "pixels" (the uint8 digits, (n, 28, 28)) | "rows" (the pixel
+    # rows prepared for the model, (n, h, w, c), 0..255) | "files" (PNG paths)
+    takes: str = "array"
     # "same" | "own": built and timed in a Python process of its own (child.Remote) | "cpp":
     # in the C++ harness (child.Harness)
     process: str = "same"
@@ -278,10 +280,22 @@ def softmax(z: np.ndarray) -> np.ndarray:
 
 
 def probabilities_of(ctx: Ctx, run: Callable) -> Callable:
-    """Models that end in logits: softmax in NumPy, so that everyone returns probabilities."""
-    from .nets import ends_in_softmax
+    """The model's outputs made probabilities in NumPy as the engine's predict_proba makes
+    them, so that everyone returns probabilities: a softmax as they are, sigmoids divided by
+    their sum, logits (or log-probabilities) through a softmax."""
+    from .nets import output_kind
 
-    return run if ends_in_softmax(ctx.spec) else (lambda x: softmax(run(x)))
+    kind = output_kind(ctx.spec)
+    if kind == "softmax":
+        return run
+    if kind == "sigmoid":
+        return lambda x: _over_sum(run(x))
+    return lambda x: softmax(run(x))
+
+
+def _over_sum(y: np.ndarray) -> np.ndarray:
+    y = np.asarray(y, np.float32).reshape(len(y), -1)
+    return y / y.sum(axis=1, keepdims=True)
 
 
 def keras_model(ctx: Ctx):

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import platform
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -91,9 +92,50 @@ def fmt_rate(r: Optional[float]) -> str:
 
 
 def fmt_x(x: Optional[float]) -> str:
-    if x is None:
+    """A ratio to two significant figures, never in exponent form nor rounded to nothing:
+    0.0023×, 0.83×, 1.2×, 17×, 940×, 12,000×."""
+    if x is None or not math.isfinite(x) or x <= 0:
         return "—"
-    return f"{x:.3g}×" if x < 1000 else f"{x:,.0f}×"
+    digits = 1 - math.floor(math.log10(x))  # decimals that keep two significant figures
+    v = round(x, digits)
+    if v >= 10:
+        return f"{v:,.0f}×"
+    return f"{v:.{max(digits, 0)}f}×"
+
+
+def skipped_line(results: list[dict]) -> Optional[str]:
+    """Every skipped contender on one line, grouped by reason (the models named where a
+    reason holds for some of them only)."""
+    models = list(dict.fromkeys(r["model"] for r in results))
+    groups: dict = {}
+    for r in results:
+        if r["status"] == "skipped":
+            groups.setdefault(r["reason"], {}).setdefault(r["contender"], []).append(r["model"])
+    if not groups:
+        return None
+    parts = []
+    for reason, where in groups.items():
+        names = ", ".join(c if len(m) == len(models) else f"{c} ({', '.join(m)})" for c, m in where.items())
+        parts.append(f"{names}: {reason}")
+    return f"skipped ({sum(len(w) for w in groups.values())}): " + "; ".join(parts)
+
+
+def other_text(r: dict, key: str = "b1") -> str:
+    """``1.2× tflite``: the speed-up over the fastest other contender, and which it is."""
+    ratio, name = (
+        (r["speedup_b1_vs_best_other"], r["best_other_b1"])
+        if key == "b1"
+        else (r["speedup_tput_vs_best_other"], r["best_other_tput"])
+    )
+    return "—" if ratio is None else f"{fmt_x(ratio)} {name}"
+
+
+RATIO_LEGEND = (
+    "×Keras: keras-predict's time over this row's at batch 1 (2× = twice as fast as Keras' "
+    "model.predict); ×fastest other: the fastest other contender's batch-1 time over this row's, "
+    "that contender named (for lenet's rows the fastest engine that is not lenet; for the others "
+    "the fastest contender but themselves, lenet included); above 1× this row is the faster"
+)
 
 
 def fmt_dp(d: Optional[float]) -> str:
@@ -121,6 +163,8 @@ def model_line(model: str, about: dict, images: int) -> str:
     if about.get("error"):
         return f"{model}: {about['error']}"
     line = f"{model} — {about['parameters']:,} parameters ({Path(about['weights']).name})"
+    if about.get("input_shape"):
+        line += f"; fed (n, {', '.join(map(str, about['input_shape']))})"
     if about.get("macs"):
         line += (
             f"; {about['macs'] / 1e6:.2f} M multiply-adds per image, FMA floor "
@@ -231,31 +275,32 @@ def markdown(header: dict, results: list[dict]) -> str:
         "",
         "| model | contender | b1 p50 | b1 p99 | "
         + " | ".join(f"img/s b{b}" for b in sizes)
-        + f" | ×Keras predict (b1) | ×Keras predict (b{big}) | agrees with {reference_label(header)} "
-        "| max \\|Δp\\| |",
-        "|---|---|---:|---:|" + "---:|" * len(sizes) + "---:|---:|---|---:|",
+        + f" | ×Keras (b1) | ×Keras (b{big}) | ×fastest other (b1) | ×fastest other (b{big}) "
+        f"| agrees with {reference_label(header)} | max \\|Δp\\| |",
+        "|---|---|---:|---:|" + "---:|" * len(sizes) + "---:|---:|---:|---:|---|---:|",
     ]
     for r in results:
-        if r["status"] != "ok":
-            continue
+        if r["status"] == "skipped" or header["models"].get(r["model"], {}).get("error"):
+            continue  # a model lenet could not load: one line in the summary below, not a row per contender
         cells = [r["model"], f"`{r['contender']}`", fmt_time(r["b1_p50_s"]), fmt_time(r["b1_p99_s"])]
         cells += [fmt_rate(r.get(f"tput_b{b}")) for b in sizes]
         cells += [
             fmt_x(r["speedup_b1_vs_keras_predict"]),
             fmt_x(r["speedup_tput_vs_keras_predict"]),
-            "**" + agree_text(r) + "**" if r["agree"] is False else agree_text(r),
+            other_text(r, "b1").replace(" ", " `", 1) + "`" if r["best_other_b1"] else "—",
+            other_text(r, "tput").replace(" ", " `", 1) + "`" if r["best_other_tput"] else "—",
+            f"**failed**: {_md(r['reason'])}"
+            if r["status"] == "failed"
+            else "**" + agree_text(r) + "**"
+            if r["agree"] is False
+            else agree_text(r),
             fmt_dp(r["max_abs_dp"]),
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    other: dict = {}
-    for r in results:
-        if r["status"] != "ok":
-            other.setdefault((r["status"], r["reason"]), {}).setdefault(f"`{r['contender']}`", []).append(r["model"])
-    for (status, reason), where in other.items():
-        lines += [
-            "",
-            f"{status.capitalize()}: " + ", ".join(f"{c} ({', '.join(m)})" for c, m in where.items()) + f": {reason}.",
-        ]
+    lines += ["", RATIO_LEGEND + "."]
+    skipped = skipped_line(results)
+    if skipped:
+        lines += ["", skipped[0].upper() + skipped[1:] + "."]
     lines += ["", *floor_table(header, results)]
     if infer_lines(header):
         lines += [
@@ -266,6 +311,10 @@ def markdown(header: dict, results: list[dict]) -> str:
         ]
     lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in header["versions"].items()) + "."]
     return "\n".join(lines) + "\n"
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|")
 
 
 def floor_table(header: dict, results: list[dict]) -> list[str]:
@@ -281,6 +330,11 @@ def floor_table(header: dict, results: list[dict]) -> list[str]:
         f"best other b{big} | ratio | FMA floor img/s | of floor |",
         "|---|---:|---|---:|---|---:|---:|---|---:|---:|---:|",
     ]
+    for model, about in header["models"].items():
+        why = about.get("error") or about.get("lenet_error")
+        if why:  # kept in the summary, with why it has no figures
+            lines.append(f"| {model} | {about['macs'] / 1e6:.2f} |" if about.get("macs") else f"| {model} | — |")
+            lines[-1] += f" no lenet row | {_md(why)} |" + " |" * 7
     for r in results:
         about = header["models"].get(r["model"], {})
         if r["status"] != "ok" or r["contender"] not in ("lenet-cpu", "lenet-cuda") or not about.get("macs"):
@@ -297,10 +351,10 @@ def floor_table(header: dict, results: list[dict]) -> list[str]:
                     f"`{r['contender']}`",
                     fmt_time(r["b1_p50_s"]),
                     f"`{b1['contender']}` {fmt_time(b1['b1_p50_s'])}" if b1 else "—",
-                    f"{r['b1_p50_s'] / b1['b1_p50_s']:.2f}×" if b1 else "—",
+                    fmt_x(r["b1_p50_s"] / b1["b1_p50_s"]) if b1 else "—",
                     fmt_rate(r.get(f"tput_b{big}")),
                     f"`{tp['contender']}` {fmt_rate(tp.get(f'tput_b{big}'))}" if tp else "—",
-                    f"{r['speedup_tput_vs_best_other']:.2f}×" if tp else "—",
+                    fmt_x(r["speedup_tput_vs_best_other"]) if tp else "—",
                     fmt_rate(about["floor_images_per_s"]),
                     floor,
                 ]
@@ -433,79 +487,105 @@ def write_all(out: Path, header: dict, results: list[dict]) -> dict[str, Optiona
 # --- the terminal -----------------------------------------------------------------------------------
 
 
+def terminal():
+    """A rich console and progress bar, or plain stand-ins without rich."""
+    try:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    except ImportError:
+        return _Plain(), _Plain()
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    progress = Progress(
+        TextColumn("{task.description:<48}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    return console, progress
+
+
+class _Plain:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def print(self, text="", **_):
+        print(text)
+
+    def add_task(self, *a, **k):
+        return 0
+
+    def update(self, *a, description=None, **k):
+        if description:
+            print(description, file=sys.stderr)
+
+    def advance(self, *a, **k):
+        pass
+
+
 def print_tables(console, header: dict, results: list[dict]) -> None:
-    """One rich table per model, then what was skipped or failed."""
+    """One table per model of the columns people compare (the full one is README-table.md
+    and results.csv), its failed rows kept with their reason; then the skipped contenders on
+    one line."""
+    from rich.markup import escape
     from rich.table import Table
 
-    sizes, threads = header["batch_sizes"], header["machine"]["threads"]
+    big = max(header["batch_sizes"])
     console.print()
     for line in header_lines(header):
-        console.print(line, style="dim", highlight=False)
+        console.print(line, style="dim", highlight=False, markup=False)
     for model in dict.fromkeys(r["model"] for r in results):
-        rows = [r for r in results if r["model"] == model and r["status"] == "ok"]
-        if not rows:
+        rows = [r for r in results if r["model"] == model and r["status"] != "skipped"]
+        about = header["models"].get(model, {})
+        title = model_line(model, about, header["images"])
+        if about.get("lenet_error") and not about.get("error"):
+            title += f"; lenet could not run it ({about['lenet_error']})"
+        if not rows or about.get("error"):  # not loaded: the title says why, for every row
+            console.print(escape(title), style="bold red" if about.get("error") else None, highlight=False)
             continue
-        t = Table(
-            title=model_line(model, header["models"].get(model, {}), header["images"]),
-            title_justify="left",
-            header_style="bold",
-        )
-        for col in ["contender", "b1 p50", "p90", "p99", "n", "×Keras", "×best other"]:
-            t.add_column(col, justify="left" if col == "contender" else "right")
-        for b in sizes:
-            t.add_column(f"img/s b{b}", justify="right")
-        for col in ["cpu", "load", "1st call", "RSS MiB", "agrees", "max|Δp|"]:
-            t.add_column(col, justify="right")
+        t = Table(title=escape(title), title_justify="left", header_style="bold")
+        for col in ["contender", "b1 p50", f"img/s b{big}", "×Keras", "×fastest other", "agrees"]:
+            t.add_column(col, justify="left" if col in ("contender", "agrees", "×fastest other") else "right")
         for r in rows:
-            cpu = r["cpu_ratio"]
-            cpu_s = "—" if cpu is None else f"{cpu:.2f}×"
-            if "cpu>threads" in r["flags"]:
-                cpu_s = f"[yellow]{cpu_s}![/]"
+            if r["status"] == "failed":
+                t.add_row(r["contender"], "—", "—", "—", "—", f"[bold red]failed[/] — {escape(r['reason'])}")
+                continue
             agree = agree_text(r)
-            agree = f"[bold red]{agree}[/]" if r["agree"] is False else agree
-            dp = fmt_dp(r["max_abs_dp"])
-            if r["max_abs_dp"] is not None and r["max_abs_dp"] > 1e-4:
-                dp = f"[yellow]{dp}[/]"
-            rss = "—" if r["peak_rss_mib"] is None else f"{r['peak_rss_mib']:.0f}"
             t.add_row(
                 r["contender"],
                 fmt_time(r["b1_p50_s"]),
-                fmt_time(r["b1_p90_s"]),
-                fmt_time(r["b1_p99_s"]),
-                str(r["b1_calls"]),
+                fmt_rate(r.get(f"tput_b{big}")),
                 fmt_x(r["speedup_b1_vs_keras_predict"]),
-                fmt_x(r["speedup_b1_vs_best_other"]),
-                *[fmt_rate(r.get(f"tput_b{b}")) for b in sizes],
-                cpu_s,
-                fmt_time(r["load_s"]),
-                fmt_time(r["first_call_s"]),
-                rss,
-                agree,
-                dp,
+                other_text(r, "b1"),
+                f"[bold red]{agree}[/]" if r["agree"] is False else agree,
             )
         console.print(t)
     console.print(
-        f"b1 p50/p90/p99: per image at batch 1 over n calls; img/s: median over rounds; "
-        f"×Keras: speed-up over {REFERENCE} at batch 1; ×best other: over the fastest other "
-        f"contender at batch 1; cpu: process CPU time / wall time, highest over the batch sizes "
-        f"(flagged above {threads} threads); load, 1st call, RSS: a fresh process per contender; "
-        f"agrees: same argmax as the reference ({reference_label(header)}) on all {header['images']} "
-        f"digits but ties (top two within 2e-5).",
+        f"b1 p50: median time per image at batch 1; img/s: images per second at batch {big}, median over "
+        f"rounds; {RATIO_LEGEND}; agrees: same argmax as the reference ({reference_label(header)}) on all "
+        f"{header['images']} digits but ties (top two within 2e-5). Every column (p90, p99, each batch "
+        "size, CPU use, load, first call, memory, max |Δp|): README-table.md, results.csv.",
         style="dim",
         highlight=False,
+        markup=False,
     )
     console.print()
     for line in floor_table(header, results):
         console.print(line, highlight=False, markup=False)
     for line in infer_lines(header):
         console.print(line, highlight=False, markup=False)
+    skipped = skipped_line(results)
+    if skipped:
+        console.print(skipped, style="yellow", highlight=False, markup=False)
     for r in results:
-        if r["status"] != "ok":
-            style = "yellow" if r["status"] == "skipped" else "bold red"
-            console.print(f"[{style}]{r['model']} {r['contender']}: {r['status']}[/] — {r['reason']}", highlight=False)
-    probe_errors = [r for r in results if r.get("probe_error")]
-    for r in probe_errors:
-        console.print(
-            f"[yellow]{r['model']} {r['contender']}: no load/first-call/memory figures[/] — {r['probe_error']}",
-            highlight=False,
-        )
+        if r.get("probe_error"):
+            console.print(
+                f"{r['model']} {r['contender']}: no load/first-call/memory figures — {r['probe_error']}",
+                style="yellow",
+                highlight=False,
+                markup=False,
+            )

@@ -86,13 +86,18 @@ def to_input(images: np.ndarray, scale: float) -> np.ndarray:
     return x
 
 
-def to_model_input(images: np.ndarray, weights) -> np.ndarray:
-    """uint8 (n, 28, 28) -> float32 in the model's own input form and scale (what infer feeds
-    it: (n, 1, 28, 28), (n, 3, 32, 32), (n, 784), ...), for models that are not NHWC."""
+def to_model_input(images: np.ndarray, weights) -> tuple[np.ndarray, np.ndarray]:
+    """uint8 digits (n, 28, 28) -> (float32 in the model's own input shape, layout and scaling,
+    the prepared pixel rows (n, h, w, c) it was made from): what ``Engine.infer`` feeds the model
+    for these digits, taken from the model lenet loaded (``Engine.image_shape``: digits resized
+    to 16x16 or made 224x224x3 as infer makes them; ``model_input``: (n, 784), (n, 28, 28),
+    (n, 1, 28, 28) or (n, 28, 28, 1), the file's preprocessing applied). InputError (lenet's)
+    for a model whose input is no image."""
     import lenet
 
     eng = lenet.Engine(weights, device="cpu", threads=1)
-    return eng.model_input(lenet.images.prepare([images], ["<array>"], eng.image_shape, "mnist").x)
+    rows = lenet.images.prepare([images], ["<digits>"], eng.image_shape, "mnist").x
+    return eng.model_input(rows), rows
 
 
 def write_pngs(images: np.ndarray, directory: Path) -> list[str]:
