@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union, overload
 
 import numpy as np
 
-from . import preprocess, stream
+from . import paths, preprocess, stream
 from ._native import _core
 from .device import cuda_available, cuda_built, default_threads, resolve_device
 from .errors import Error, InputError
@@ -332,8 +332,10 @@ class Engine:
     ) -> Union[Result, list[Result]]:
         """Classifies images: a path, bytes of an encoded image, an array (one image
         or a batch), a Pillow image, an array-like (``__array__``), or any iterable of
-        these (a list, a generator; see ``lenet.images``). One image gives a
-        ``Result``; a batch or an iterable gives a list of ``Result``.
+        these (a list, a generator; see ``lenet.images``). A path may name a directory
+        (its image files, walked recursively in sorted order) or a glob ("scans/*.png",
+        "scans/**/*.jpg"), as lenet-cli reads them. One image gives a ``Result``; a batch,
+        a directory, a glob or an iterable gives a list of ``Result``.
 
         ``mode``: "auto" (the default), "mnist" (the image already looks like MNIST:
         only resized) or "photo" (a photo, scan or drawing: the digit is found and
@@ -341,7 +343,8 @@ class Engine:
         size with a dark background, "photo" for the rest. ``on_error``: for an
         iterable, a callable given the InputError of each input that cannot be read or
         has no digit; that input is left out of the results instead of failing the
-        call. ``channel_order``: "rgb" (the default) or "bgr" for colour arrays in
+        call (a directory without images, or a glob without a match, is such an error
+        too). ``channel_order``: "rgb" (the default) or "bgr" for colour arrays in
         OpenCV's order (files, bytes and Pillow images are decoded as RGB whatever it
         says). An iterable is read as ``infer_iter`` reads it (ahead, on the engine's
         threads, in bounded memory besides the results)."""
@@ -353,11 +356,14 @@ class Engine:
                     if got is not None:
                         return got
             elif isinstance(images, (str, os.PathLike)):
-                return self._one_file(images, mode, channel_order)
+                got = self._one_file(images, mode, channel_order)
+                if got is not None:
+                    return got
         if (
             type(images) is np.ndarray
             or not isinstance(images, (list, tuple))
             and (stream.one_input(images) or hasattr(images, "__array__"))
+            and not (isinstance(images, (str, os.PathLike)) and paths.names_many(images))
         ):
             # In memory already (one input, or one array of images): one vectorized batch.
             label = "<array>" if type(images) is np.ndarray else label_of(images, None)
@@ -394,9 +400,11 @@ class Engine:
             return None
         return self._mnist_result(image, "<array>", mode == "auto")
 
-    def _one_file(self, path: Union[str, os.PathLike], mode: str, channel_order: str) -> Result:
+    def _one_file(self, path: Union[str, os.PathLike], mode: str, channel_order: str) -> Optional[Result]:
         """One file: read, and decoded by the core when it is a gray PNG of the model's size (as
-        prepare's PNG lane does); anything else goes on to the general path with its bytes."""
+        prepare's PNG lane does); anything else goes on to the general path with its bytes.
+        None for a directory or a glob, which infer reads as an iterable (asked only when the
+        path could not be read: a file pays nothing for it)."""
         label = os.fspath(path)
         h, w = self._pixel_shapes[0]
         if not _core.png_decoder or h * w > max_image_pixels():
@@ -404,6 +412,8 @@ class Engine:
         got, pixels, _ = _core.read_gray_images([os.fsencode(path)], MAX_FILE_BYTES, h, w)
         data = got[0]
         if isinstance(data, int):
+            if paths.names_many(path):
+                return None
             raise read_error(label, data)
         if data is not None:  # read, but not a PNG the core decodes
             return self._in_memory(Named(data, label), label, mode, channel_order)
