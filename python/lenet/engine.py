@@ -15,12 +15,13 @@ from . import paths, preprocess, stream
 from ._native import _core
 from .device import cuda_available, cuda_built, default_threads, resolve_device
 from .errors import Error, InputError
-from .images import Named, Prepared, as_array, check_batch_size, label_of, prepare, prepare_number
+from .images import Named, Prepared, as_array, check_batch_size, is_one_image, label_of, prepare, prepare_number
 from .images.decode import read_error
 from .images.limits import MAX_FILE_BYTES, max_image_pixels
+from .images.pixels import clean_drawing
 from .model import DEFAULT_MODEL, Model, load
 from .plans import describe_lines, describe_plans
-from .results import Number, Result, answers, result_of, results
+from .results import Number, Result, answers, batch_results, result_of, results
 from .shipped import NUMBER_RECHECK
 
 __all__ = [
@@ -351,8 +352,13 @@ class Engine:
         if self._pixel_shapes and mode in ("auto", "mnist") and channel_order in ("rgb", "bgr"):
             # The shortest ways, for the commonest calls: one uint8 digit, one file.
             if type(images) is np.ndarray:
-                if images.dtype is _UINT8 and images.shape in self._pixel_shapes:
-                    got = self._one_pixel_image(images, mode)
+                if images.dtype is _UINT8:
+                    if images.shape in self._pixel_shapes:
+                        got = self._one_pixel_image(images, mode)
+                    elif images.shape[1:] in self._pixel_shapes and len(images) and not is_one_image(images):
+                        got = self._pixel_batch(images, mode)
+                    else:
+                        got = None
                     if got is not None:
                         return got
             elif isinstance(images, (str, os.PathLike)):
@@ -398,7 +404,23 @@ class Engine:
         h, w = self._pixel_shapes[0]
         if h * w > max_image_pixels():
             return None
-        return self._mnist_result(image, "<array>", mode == "auto")
+        return self._mnist_result(image, "<array>", mode == "auto", drawing=mode == "auto")
+
+    def _pixel_batch(self, batch: np.ndarray, mode: str) -> Optional[list[Result]]:
+        """A uint8 batch (n, h, w[, 1]) of the model's size that takes the mnist path (all dark
+        ground, or mode "mnist"): the core's probabilities and a batch of Results over them, as
+        the general path makes them; None for anything else (the general path decides)."""
+        n = len(batch)
+        h, w = self._pixel_shapes[0]
+        if h * w > max_image_pixels():
+            return None
+        x = batch.reshape(n, h, w, 1)
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        if mode == "auto" and not _core.dark_ground(x).all():
+            return None
+        probabilities = self._executor.pixel_probabilities(x.reshape((n,) + self._input_rest), self._scale32)
+        return batch_results(probabilities, x, None, "mnist", label="<array>")
 
     def _one_file(self, path: Union[str, os.PathLike], mode: str, channel_order: str) -> Optional[Result]:
         """One file: read, and decoded by the core when it is a gray PNG of the model's size (as
@@ -417,17 +439,24 @@ class Engine:
             raise read_error(label, data)
         if data is not None:  # read, but not a PNG the core decodes
             return self._in_memory(Named(data, label), label, mode, channel_order)
-        got = self._mnist_result(pixels[0], label, mode == "auto")
+        got = self._mnist_result(pixels[0], label, mode == "auto", drawing=mode == "auto")
         if got is None:  # not MNIST-like: the photo path
             return self._in_memory(Named(pixels[0], label), label, mode, channel_order)
         return got
 
-    def _mnist_result(self, image: np.ndarray, label: str, check_ground: bool) -> Optional[Result]:
+    def _mnist_result(
+        self, image: np.ndarray, label: str, check_ground: bool, drawing: bool = False
+    ) -> Optional[Result]:
         """The Result of one uint8 image (h, w[, 1]) on the mnist path, in one call of the core
-        (the ground checked first when check_ground: None when it is not dark)."""
+        (the ground checked first when check_ground: None when it is not dark). ``drawing``: a
+        clean drawing dark on light (``images.pixels.clean_drawing``) is read as its negative,
+        as prepare reads it, and not left to the photo path."""
         got = self._executor.pixel_answer(image, self._scale32, check_ground)
         if got is None:
-            return None
+            if not drawing or not clean_drawing(image):
+                return None
+            image = 255 - image
+            got = self._executor.pixel_answer(image, self._scale32, False)
         return result_of(got[0], got[1], label, "mnist", image)
 
     def infer_iter(

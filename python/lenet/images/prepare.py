@@ -61,6 +61,7 @@ from .pixels import (
     as_array,
     bgr_to_rgb,
     check_channel_order,
+    clean_drawing,
     cv2,
     dark_ground,
     fit,
@@ -255,7 +256,11 @@ def _prepare_one(img: np.ndarray, h: int, w: int, c: int, mode: str, source: str
     photo path saw several digits in it."""
     need_cv2()
     if mode == "auto":
-        mode = "mnist" if img.shape[:2] == (h, w) and dark_ground(img[None])[0] else "photo"
+        sized = img.shape[:2] == (h, w)
+        if sized and c == 1 and clean_drawing(img):  # dark on white paper: its negative is MNIST-like
+            img, mode = 255 - img, "mnist"
+        else:
+            mode = "mnist" if sized and dark_ground(img[None])[0] else "photo"
     several = False
     with _opencv_errors(source, img, mode):
         if mode == "photo":
