@@ -18,7 +18,7 @@ from .errors import Error, InputError
 from .images import Named, Prepared, as_array, check_batch_size, is_one_image, label_of, prepare, prepare_number
 from .images.decode import read_error
 from .images.limits import MAX_FILE_BYTES, max_image_pixels
-from .images.pixels import clean_drawing
+from .images.pixels import CLEAN_PAPER
 from .model import DEFAULT_MODEL, Model, load
 from .plans import describe_lines, describe_plans
 from .results import Number, Result, answers, batch_results, result_of, results
@@ -341,7 +341,9 @@ class Engine:
         ``mode``: "auto" (the default), "mnist" (the image already looks like MNIST:
         only resized) or "photo" (a photo, scan or drawing: the digit is found and
         normalized as MNIST was made); "auto" takes "mnist" for images of the model's
-        size with a dark background, "photo" for the rest. ``on_error``: for an
+        size with a dark background (and, read as its negative, for a clean drawing of
+        that size dark on white paper: every outermost pixel at least 240), "photo" for
+        the rest. ``on_error``: for an
         iterable, a callable given the InputError of each input that cannot be read or
         has no digit; that input is left out of the results instead of failing the
         call (a directory without images, or a glob without a match, is such an error
@@ -451,13 +453,10 @@ class Engine:
         (the ground checked first when check_ground: None when it is not dark). ``drawing``: a
         clean drawing dark on light (``images.pixels.clean_drawing``) is read as its negative,
         as prepare reads it, and not left to the photo path."""
-        got = self._executor.pixel_answer(image, self._scale32, check_ground)
+        got = self._executor.pixel_answer(image, self._scale32, check_ground, CLEAN_PAPER if drawing else 0)
         if got is None:
-            if not drawing or not clean_drawing(image):
-                return None
-            image = 255 - image
-            got = self._executor.pixel_answer(image, self._scale32, False)
-        return result_of(got[0], got[1], label, "mnist", image)
+            return None
+        return result_of(got[0], got[1], label, "mnist", 255 - image if got[2] else image)
 
     def infer_iter(
         self,

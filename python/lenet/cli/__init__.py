@@ -88,7 +88,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=["auto", "mnist", "photo"],
         help="preprocessing: photo (a photo, scan or drawing of a digit anywhere in the image), "
         "mnist (already MNIST-like: only resized), auto (mnist for images of the model's size "
-        "on a dark background, else photo; the default)",
+        "on a dark background, or their negative for a clean drawing of that size dark on white; "
+        "else photo; the default)",
     )
     p.add_argument(
         "--digits",

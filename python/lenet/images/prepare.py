@@ -25,8 +25,9 @@ Each image then takes one of two paths (``mode``):
   edge of a desk or a shadow) raises InputError ("no digit found").
 - ``"auto"`` (the default) picks per image: "mnist" when the image has the model's
   input size (28×28 for the shipped models) and a dark background (the median of its
-  outermost pixels, gray, is below 128), "photo" otherwise — whatever the image came
-  from: a file, bytes or an array.
+  outermost pixels, gray, is below 128), or is a clean drawing of that size dark on white
+  paper for a one-channel model (``pixels.clean_drawing``), read as its negative; "photo"
+  otherwise — whatever the image came from: a file, bytes or an array.
 
 The rows keep pixels 0..255: uint8 where every image is as it was given (a uint8
 array, a decoded 8-bit file, nothing resized), float32 otherwise; the engine multiplies
