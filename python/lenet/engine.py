@@ -331,38 +331,28 @@ class Engine:
         *,
         channel_order: str = "rgb",
     ) -> Union[Result, list[Result]]:
-        """Classifies images: a path, bytes of an encoded image, an array (one image
-        or a batch), a Pillow image, an array-like (``__array__``), or any iterable of
-        these (a list, a generator; see ``lenet.images``). A path may name a directory
-        (its image files, walked recursively in sorted order) or a glob ("scans/*.png",
-        "scans/**/*.jpg"), as lenet-cli reads them. One image gives a ``Result``; a batch,
-        a directory, a glob or an iterable gives a list of ``Result``.
+        """Classifies images: a path (a file, or a directory or a glob, read as lenet-cli
+        reads them), bytes of an encoded image, an array (one image or a batch), a Pillow
+        image, an array-like (``__array__``), or any iterable of these (see ``lenet.images``).
+        One image gives a ``Result``; anything else a list of ``Result``.
 
         ``mode``: "auto" (the default), "mnist" (the image already looks like MNIST:
         only resized) or "photo" (a photo, scan or drawing: the digit is found and
-        normalized as MNIST was made); "auto" takes "mnist" for images of the model's
-        size with a dark background (and, read as its negative, for a clean drawing of
-        that size dark on white paper: every outermost pixel at least 240), "photo" for
-        the rest. ``on_error``: for an
-        iterable, a callable given the InputError of each input that cannot be read or
-        has no digit; that input is left out of the results instead of failing the
-        call (a directory without images, or a glob without a match, is such an error
-        too). ``channel_order``: "rgb" (the default) or "bgr" for colour arrays in
+        normalized as MNIST was made); "auto" takes "mnist" for images of the model's size
+        with a dark background (and, read as its negative, for a clean drawing of that size
+        dark on white paper), "photo" for the rest. ``on_error``: for an iterable, a callable
+        given the InputError of each input that cannot be read or has no digit (a directory
+        without images, a glob without a match), left out of the results instead of failing
+        the call. ``channel_order``: "rgb" (the default) or "bgr" for colour arrays in
         OpenCV's order (files, bytes and Pillow images are decoded as RGB whatever it
         says). An iterable is read as ``infer_iter`` reads it (ahead, on the engine's
         threads, in bounded memory besides the results)."""
         if self._pixel_shapes and mode in ("auto", "mnist") and channel_order in ("rgb", "bgr"):
             # The shortest ways, for the commonest calls: one uint8 digit, one file.
             if type(images) is np.ndarray:
-                if images.dtype is _UINT8:
-                    if images.shape in self._pixel_shapes:
-                        got = self._one_pixel_image(images, mode)
-                    elif images.shape[1:] in self._pixel_shapes and len(images) and not is_one_image(images):
-                        got = self._pixel_batch(images, mode)
-                    else:
-                        got = None
-                    if got is not None:
-                        return got
+                got = self._pixel_array(images, mode) if images.dtype is _UINT8 else None
+                if got is not None:
+                    return got
             elif isinstance(images, (str, os.PathLike)):
                 got = self._one_file(images, mode, channel_order)
                 if got is not None:
@@ -400,39 +390,33 @@ class Engine:
     # infer's short ways give the general path's answer (the same rows, the same core calls),
     # which tests/api/test_fast_paths.py holds them to, in as few steps as there are.
 
-    def _one_pixel_image(self, image: np.ndarray, mode: str) -> Optional[Result]:
-        """One uint8 image of the model's size that takes the mnist path; None when it does not
-        (the general path then decides, and says what is wrong)."""
+    def _pixel_array(self, a: np.ndarray, mode: str) -> Union[Result, list[Result], None]:
+        """One uint8 image (h, w[, 1]) or a batch (n, h, w[, 1]) of the model's size that takes
+        the mnist path, in one core call (a batch's Results over its probabilities, as results()
+        makes them); None for anything else: the general path then decides, and says what is wrong."""
         h, w = self._pixel_shapes[0]
         if h * w > max_image_pixels():
             return None
-        return self._mnist_result(image, "<array>", mode == "auto", drawing=mode == "auto")
-
-    def _pixel_batch(self, batch: np.ndarray, mode: str) -> Optional[list[Result]]:
-        """A uint8 batch (n, h, w[, 1]) of the model's size that takes the mnist path (all dark
-        ground, or mode "mnist"): the core's probabilities and a batch of Results over them, as
-        the general path makes them; None for anything else (the general path decides)."""
-        n = len(batch)
-        h, w = self._pixel_shapes[0]
-        if h * w > max_image_pixels():
+        if a.shape in self._pixel_shapes:
+            return self._mnist_result(a, "<array>", mode == "auto")
+        if a.shape[1:] not in self._pixel_shapes or not len(a) or is_one_image(a):
             return None
-        x = batch.reshape(n, h, w, 1)
+        x = a.reshape(len(a), h, w, 1)
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
         if mode == "auto" and not _core.dark_ground(x).all():
             return None
-        probabilities = self._executor.pixel_probabilities(x.reshape((n,) + self._input_rest), self._scale32)
+        probabilities = self._executor.pixel_probabilities(x.reshape((len(a),) + self._input_rest), self._scale32)
         return batch_results(probabilities, x, None, "mnist", label="<array>")
 
     def _one_file(self, path: Union[str, os.PathLike], mode: str, channel_order: str) -> Optional[Result]:
         """One file: read, and decoded by the core when it is a gray PNG of the model's size (as
         prepare's PNG lane does); anything else goes on to the general path with its bytes.
-        None for a directory or a glob, which infer reads as an iterable (asked only when the
-        path could not be read: a file pays nothing for it)."""
+        None for a directory or a glob (asked once the path could not be read), an iterable."""
         label = os.fspath(path)
         h, w = self._pixel_shapes[0]
         if not _core.png_decoder or h * w > max_image_pixels():
-            return self._in_memory(path, label, mode, channel_order)
+            return None if paths.names_many(path) else self._in_memory(path, label, mode, channel_order)
         got, pixels, _ = _core.read_gray_images([os.fsencode(path)], MAX_FILE_BYTES, h, w)
         data = got[0]
         if isinstance(data, int):
@@ -441,19 +425,16 @@ class Engine:
             raise read_error(label, data)
         if data is not None:  # read, but not a PNG the core decodes
             return self._in_memory(Named(data, label), label, mode, channel_order)
-        got = self._mnist_result(pixels[0], label, mode == "auto", drawing=mode == "auto")
+        got = self._mnist_result(pixels[0], label, mode == "auto")
         if got is None:  # not MNIST-like: the photo path
             return self._in_memory(Named(pixels[0], label), label, mode, channel_order)
         return got
 
-    def _mnist_result(
-        self, image: np.ndarray, label: str, check_ground: bool, drawing: bool = False
-    ) -> Optional[Result]:
-        """The Result of one uint8 image (h, w[, 1]) on the mnist path, in one call of the core
-        (the ground checked first when check_ground: None when it is not dark). ``drawing``: a
-        clean drawing dark on light (``images.pixels.clean_drawing``) is read as its negative,
-        as prepare reads it, and not left to the photo path."""
-        got = self._executor.pixel_answer(image, self._scale32, check_ground, CLEAN_PAPER if drawing else 0)
+    def _mnist_result(self, image: np.ndarray, label: str, auto: bool) -> Optional[Result]:
+        """The Result of one uint8 image (h, w[, 1]) on the mnist path, in one call of the core;
+        when ``auto``, None unless its ground is dark or it is a clean drawing dark on light
+        (``images.pixels.clean_drawing``: read as its negative, as prepare reads it)."""
+        got = self._executor.pixel_answer(image, self._scale32, auto, CLEAN_PAPER if auto else 0)
         if got is None:
             return None
         return result_of(got[0], got[1], label, "mnist", 255 - image if got[2] else image)

@@ -1,5 +1,5 @@
 """infer's short ways (issue 54) give the general path's answer to the bit: one uint8 digit of
-the model's size goes straight to the core (Engine._one_pixel_image), and one PNG file takes
+the model's size goes straight to the core (Engine._pixel_array), and one PNG file takes
 the core's PNG lane as a folder of them does."""
 
 from __future__ import annotations

@@ -80,3 +80,12 @@ def test_a_file_named_like_a_glob_is_a_file(tmp_path):
     shutil.copyfile(EXAMPLES[7], odd)
     r = lenet.infer(str(odd), device="cpu")
     assert isinstance(r, lenet.Result) and r.digit == 7 and r.source == str(odd)
+
+
+def test_a_folder_without_the_cores_png_decoder(folder, monkeypatch):
+    """A build without libpng reads every file through OpenCV: a folder is walked all the same."""
+    from lenet import _native
+
+    engine = lenet.Engine("lenet5", device="cpu")
+    monkeypatch.setattr(_native._core, "png_decoder", "")
+    assert [r.digit for r in engine.infer(str(folder))] == [1, 3, 7]

@@ -1,7 +1,7 @@
 """The two ratios of issue 64, each timed in one process, alternating, the best of several
 rounds: ``Engine.infer`` on a (64, 28, 28) uint8 batch against ``predict_proba`` on the same
 digits as the float32 batch it prepares; ``infer`` on a 28x28 digit drawn dark on light
-against the same digit light on dark.
+against the same digit light on dark, as an array and as a PNG file.
 
     python tools/probes/infer_ratios.py [--rounds 15] [--models lenet5,lenet-keras]
 """
@@ -9,6 +9,7 @@ against the same digit light on dark.
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,14 +50,17 @@ def main() -> None:
             f"{t['infer'] / t['predict_proba']:.2f}x"
         )
         light, dark = digits[7], np.ascontiguousarray(255 - digits[7])
-        assert eng.infer(dark).digit == eng.infer(light).digit == 7
-        t = best(
-            {"dark_on_light": lambda: eng.infer(dark), "light_on_dark": lambda: eng.infer(light)}, args.rounds, 200
-        )
-        print(
-            f"{name} 28x28 drawing: dark on light {t['dark_on_light'] * 1e6:.1f} us, light on dark "
-            f"{t['light_on_dark'] * 1e6:.1f} us: {t['dark_on_light'] / t['light_on_dark']:.2f}x"
-        )
+        with tempfile.TemporaryDirectory() as tmp:
+            light_png, dark_png = f"{tmp}/light.png", f"{tmp}/dark.png"
+            cv2.imwrite(light_png, light)
+            cv2.imwrite(dark_png, dark)
+            for what, a, b in (("array", dark, light), ("PNG file", dark_png, light_png)):
+                assert eng.infer(a).digit == eng.infer(b).digit == 7
+                t = best({"dark": lambda: eng.infer(a), "light": lambda: eng.infer(b)}, args.rounds, 200)
+                print(
+                    f"{name} 28x28 drawing, {what}: dark on light {t['dark'] * 1e6:.1f} us, light on dark "
+                    f"{t['light'] * 1e6:.1f} us: {t['dark'] / t['light']:.2f}x"
+                )
     print(f"cpu_kernels: {lenet.cpu_kernel_sets()[0]}, threads: {eng.threads}")
 
 
