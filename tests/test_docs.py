@@ -38,12 +38,25 @@ def _rel(path: Path) -> str:
     return str(path.relative_to(REPO))
 
 
+def _code_blocks(page: Path):
+    """(info string, line number of its first line, text) of each code block of page, as a
+    Markdown parser reads them (markdown-it-py, CommonMark): a fence's own lines, its
+    closing one included, are never part of its text."""
+    from markdown_it import MarkdownIt
+
+    for token in MarkdownIt("commonmark").parse(page.read_text()):
+        if token.type in ("fence", "code_block"):
+            first = token.map[0] + (2 if token.type == "fence" else 1)
+            yield token.info.strip().split(" ")[0] if token.type == "fence" else "", first, token.content
+
+
 def _blocks(page: Path, lang: str):
-    """(line number, text) of each fenced block of `lang` in page."""
-    text = page.read_text()
-    for m in FENCE.finditer(text):
-        if m.group(1) == lang:
-            yield text.count("\n", 0, m.start(2)) + 1, m.group(2)
+    """(line number, text) of each code block of `lang` in page; for "pycon", every block
+    that holds a Python session (a line starting with ">>> "), whatever its info string says
+    (```python, ```pycon, none): a session shown is a session run."""
+    for info, line, text in _code_blocks(page):
+        if info == lang or lang == "pycon" and re.search(r"^[ \t]*>>> ", text, re.M):
+            yield line, text
 
 
 def _prose(text: str) -> str:
@@ -153,6 +166,26 @@ def test_console_examples(command, expected, checkout_root):
     assert doctest.OutputChecker().check_output(expected + "\n", run.stdout, OPTIONS), (
         f"$ {command}\nexpected:\n{expected}\ngot (exit {run.returncode}):\n{run.stdout}\nstderr:\n{run.stderr}"
     )
+
+
+@pytest.mark.parametrize("page", [README, *DOCS], ids=_rel)
+def test_every_python_session_shown_is_run(page):
+    """Each ">>> " line of a page is an example test_python_examples runs (before, a session in
+    a ```python block, docs/python.md's ONNX example, was not run, and showed a wrong answer)."""
+    shown = len(re.findall(r"^[ \t]*>>> ", page.read_text(), re.M))
+    parser = doctest.DocTestParser()
+    run = sum(len(parser.get_examples(text)) for _, text in _blocks(page, "pycon"))
+    assert run == shown, f"{_rel(page)}: {shown} '>>> ' lines, {run} of them run as examples"
+
+
+def test_a_closing_fence_is_not_expected_output(tmp_path):
+    """The blocks are read as Markdown: an example's expected output ends where its fence does."""
+    page = tmp_path / "page.md"
+    page.write_text("Text.\n\n```pycon\n>>> print(1)\n1\n```\n\n    >>> 2 + 2\n    4\n\n```python\n>>> 3\n3\n```\n")
+    blocks = list(_blocks(page, "pycon"))
+    assert [line for line, _ in blocks] == [4, 8, 12], blocks
+    examples = [e for _, text in blocks for e in doctest.DocTestParser().get_examples(text)]
+    assert [(e.source, e.want) for e in examples] == [("print(1)\n", "1\n"), ("2 + 2\n", "4\n"), ("3\n", "3\n")]
 
 
 @pytest.mark.parametrize("page", [p for p in [README, *DOCS] if any(_blocks(p, "pycon"))], ids=_rel)

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "../api/executor_options.h"
 #include "../io/dark_ground.h"
@@ -59,27 +60,37 @@ py::array_t<float> run(Executor& ex, const py::array_t<T, py::array::c_style>& x
 
 // infer's shortest way (python/lenet/engine.py, Engine._mnist_result): one uint8 image of
 // the model's input size in one call: the dark-ground check when asked, the probabilities,
-// and their argmax as NumPy's (the first maximum; the first NaN if any). None when the ground
-// is not dark; else (digit, probabilities), a read-only (classes,) array.
+// and their argmax as NumPy's (the first maximum; the first NaN if any). When the ground is
+// not dark: with `drawing_paper` > 0, a clean drawing dark on light (clean_drawing) is read as
+// its negative; else None. Returns (digit, probabilities, negative): a read-only (classes,)
+// array, and whether the negative was read.
 py::object pixel_answer(Executor& ex, const py::array_t<uint8_t, py::array::c_style>& image, float scale,
-                        bool check_ground) {
+                        bool check_ground, int drawing_paper) {
     const Network& net = ex.network();
     int64_t size = 1;
     for (auto v : net.input_shape()) size *= v;
     if (image.ndim() < 2 || image.size() != size)
         throw InputError("pixel_answer takes one uint8 image of the model's input size (" + std::to_string(size) +
                          " pixels)");
+    const uint8_t* pixels = image.data();
+    std::vector<uint8_t> negative;
     if (check_ground) {
         bool dark = false;
-        dark_ground(image.data(), 1, int(image.shape(0)), int(image.shape(1)), &dark);
-        if (!dark) return py::none();
+        const int h = int(image.shape(0)), w = int(image.shape(1));
+        dark_ground(pixels, 1, h, w, &dark);
+        if (!dark) {
+            if (drawing_paper <= 0 || !clean_drawing(pixels, h, w, drawing_paper)) return py::none();
+            negative.resize(size_t(size));
+            for (int64_t i = 0; i < size; ++i) negative[size_t(i)] = uint8_t(255 - pixels[i]);
+            pixels = negative.data();
+        }
     }
     const int64_t classes = net.output_size();
     py::array_t<float> y(classes);
     float* p = y.mutable_data();
     {
         py::gil_scoped_release release;
-        ex.run({nullptr, image.data(), scale}, p, 1, Executor::Output::probabilities);
+        ex.run({nullptr, pixels, scale}, p, 1, Executor::Output::probabilities);
     }
     int64_t digit = 0;
     for (int64_t i = 0; i < classes; ++i) {
@@ -90,7 +101,7 @@ py::object pixel_answer(Executor& ex, const py::array_t<uint8_t, py::array::c_st
         if (p[i] > p[digit]) digit = i;
     }
     py::detail::array_proxy(y.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-    return py::make_tuple(digit, std::move(y));
+    return py::make_tuple(digit, std::move(y), !negative.empty());
 }
 
 }  // namespace
@@ -137,8 +148,10 @@ void bind_executor(py::module_& m) {
             "converted to float32 and multiplied by `scale` in the core (the same values as NumPy's "
             "astype(float32) * float32(scale)).")
         .def("pixel_answer", &pixel_answer, py::arg("image"), py::arg("scale"), py::arg("check_ground"),
+             py::arg("drawing_paper") = 0,
              "One uint8 image of the model's input size: None when check_ground and its ground is not dark "
-             "(the mnist path's test), else (digit, probabilities), the latter read-only.")
+             "(the mnist path's test) unless drawing_paper > 0 and it is a clean drawing dark on light "
+             "(read as its negative); else (digit, probabilities, negative), the probabilities read-only.")
         .def(
             "describe",
             [](Executor& ex) {

@@ -1,5 +1,6 @@
 #include "dark_ground.h"
 
+#include <algorithm>
 #include <array>
 
 namespace lenet {
@@ -22,6 +23,17 @@ void dark_ground(const uint8_t* pixels, size_t n, int height, int width, bool* o
         }
         out[i] = a + b < 256;
     }
+}
+
+bool clean_drawing(const uint8_t* p, int height, int width, int paper) {
+    const size_t plane = size_t(height) * width;
+    int ring = 255, least = 255;
+    for (int x = 0; x < width; ++x) ring = std::min({ring, int(p[x]), int(p[plane - width + x])});
+    for (int y = 1; y + 1 < height; ++y)
+        ring = std::min({ring, int(p[size_t(y) * width]), int(p[size_t(y) * width + width - 1])});
+    if (ring < paper) return false;
+    for (size_t i = 0; i < plane; ++i) least = std::min(least, int(p[i]));
+    return least < 128;
 }
 
 }  // namespace lenet

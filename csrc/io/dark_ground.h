@@ -13,4 +13,8 @@ namespace lenet {
 // height >= 2 and width >= 2 (the ring is then 2 * (height + width) - 4 pixels).
 void dark_ground(const uint8_t* pixels, size_t n, int height, int width, bool* out);
 
+// Whether one image is a clean drawing dark on light (lenet/images/pixels.py, clean_drawing,
+// the same rule): every pixel of its ring at least `paper`, and one pixel below mid-gray.
+bool clean_drawing(const uint8_t* pixels, int height, int width, int paper);
+
 }  // namespace lenet

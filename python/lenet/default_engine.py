@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Iterator, Optional, Sequence, Union, overload
+from typing import Any, Callable, Iterator, Optional, Sequence, Union, overload
 
 import numpy as np
 
@@ -40,6 +40,7 @@ def infer(
     images: Union[str, os.PathLike, bytes, bytearray, memoryview],
     *,
     mode: str = ...,
+    on_error: Optional[Callable[[InputError], Any]] = ...,
     weights: Union[str, os.PathLike, None] = ...,
     device: str = ...,
     threads: Optional[int] = ...,
@@ -55,6 +56,7 @@ def infer(
     images: Union[Sequence[Any], Iterator[Any]],
     *,
     mode: str = ...,
+    on_error: Optional[Callable[[InputError], Any]] = ...,
     weights: Union[str, os.PathLike, None] = ...,
     device: str = ...,
     threads: Optional[int] = ...,
@@ -70,6 +72,7 @@ def infer(
     images: Any,
     *,
     mode: str = ...,
+    on_error: Optional[Callable[[InputError], Any]] = ...,
     weights: Union[str, os.PathLike, None] = ...,
     device: str = ...,
     threads: Optional[int] = ...,
@@ -84,6 +87,7 @@ def infer(
     images: Any,
     *,
     mode: str = "auto",
+    on_error: Optional[Callable[[InputError], Any]] = None,
     weights: Union[str, os.PathLike, None] = None,
     device: str = "auto",
     threads: Optional[int] = None,
@@ -93,11 +97,13 @@ def infer(
     std: Union[float, Sequence[float], None] = None,
 ) -> Union[Result, list[Result]]:
     """Classifies images with the shipped default model (or ``weights``) on the best
-    available device (see ``Engine.infer`` for ``mode`` and ``channel_order``, ``Engine``
-    for ``input_scale``, ``mean`` and ``std``: how the model's author prepared its pixels).
-    The Engine is built on first use and reused."""
+    available device: what ``Engine.infer`` takes (paths, directories and globs as
+    lenet-cli reads them, bytes, arrays, Pillow images, iterables of these), with its
+    ``mode``, ``on_error`` and ``channel_order``; ``Engine`` for ``input_scale``, ``mean``
+    and ``std`` (how the model's author prepared its pixels). The Engine is built on first
+    use and reused."""
     prep = {"input_scale": input_scale, "mean": mean, "std": std}
-    return _default_engine(weights, device, threads, **prep).infer(images, mode, channel_order=channel_order)
+    return _default_engine(weights, device, threads, **prep).infer(images, mode, on_error, channel_order=channel_order)
 
 
 def infer_iter(
@@ -116,7 +122,8 @@ def infer_iter(
 ) -> Iterator[Union[Result, InputError]]:
     """``Engine.infer_iter`` on the engine ``infer`` uses (the shipped default model, or
     ``weights``, on the best available device): yields a Result (or an InputError in
-    its place) per input, in input order, reading ahead in bounded memory."""
+    its place) per input, in input order, reading ahead in bounded memory. Directories
+    and globs give the files they name, as for ``infer``."""
     prep = {"input_scale": input_scale, "mean": mean, "std": std}
     return _default_engine(weights, device, threads, **prep).infer_iter(
         inputs, batch_size=batch_size, mode=mode, errors=errors, channel_order=channel_order

@@ -11,16 +11,17 @@ from typing import Any, Callable, Iterator, Optional, Sequence, Union, overload
 
 import numpy as np
 
-from . import _native, preprocess, routing, stream
+from . import paths, preprocess, routing, stream
 from ._native import _core
-from .device import cuda_available, cuda_built, cuda_unavailable_reason, default_threads, resolve_device
+from .device import cuda_available, cuda_built, default_threads
 from .errors import Error, InputError
-from .images import Named, Prepared, as_array, check_batch_size, label_of, prepare, prepare_number
+from .images import Named, Prepared, as_array, check_batch_size, is_one_image, label_of, prepare, prepare_number
 from .images.decode import read_error
 from .images.limits import MAX_FILE_BYTES, max_image_pixels
+from .images.pixels import CLEAN_PAPER
 from .model import DEFAULT_MODEL, Model, load
 from .plans import describe_lines, describe_plans
-from .results import Number, Result, answers, result_of, results
+from .results import Number, Result, answers, batch_results, result_of, results
 from .shipped import NUMBER_RECHECK
 
 __all__ = [
@@ -111,17 +112,8 @@ class Engine:
             raise InputError(f"cpu_kernels must be a string, got {cpu_kernels!r}")
         if not isinstance(cuda_path, str):
             raise InputError(f"cuda_path must be a string, got {cuda_path!r}")
-
-        def executor(on: str):
-            return _core.Executor(self.model.network, on, threads, allow_tf32, cuda_graphs, cpu_kernels, cuda_path)
-
-        if device == "auto" and routing.opted_in() and cuda_built() and _native.driver_present():
-            # Each call where it is answered soonest; the GPU's executor made on first need.
-            self.device = "auto"
-            self._executor = routing.RoutedExecutor(executor, _gpu_unusable)
-        else:
-            self.device = resolve_device(device)
-            self._executor = executor(self.device)
+        options = (threads, allow_tf32, cuda_graphs, cpu_kernels, cuda_path)
+        self.device, self._executor = routing.executor_for(device, self.model.network, options)
         # What a copy of this Engine in another process is made with (see __reduce__): the
         # device and thread count as asked ("auto" is decided again where it lands).
         self._made_with = {
@@ -212,21 +204,9 @@ class Engine:
         CUDA), and on CUDA ``math``, ``deterministic``, ``checked`` (how the
         algorithm's numbers were checked against IMPLICIT_GEMM), ``fused`` with ``fusion``
         saying why or why not, ``workspace_bytes``). Plans are made by calls: when none was made yet,
-        one call on a batch of zeros makes the batch-1 plan. With ``device="auto"`` routing
-        (``LENET_AUTO_ROUTES=1``, lenet.routing): each plan's ``device``, and ``routing``:
-        ``crossover`` (the smallest batch sent to the GPU, None for none) and ``routes`` (per
-        batch size, a power of two: ``device`` and ``why``)."""
-        d = describe_plans(self._executor, self.model, self.device, self._options)
-        if isinstance(self._executor, routing.RoutedExecutor):
-            devices = [p.get("device") for p in self._executor.describe()]
-            for plan, on in zip(d["plans"], devices):
-                plan["device"] = on
-            d["routing"] = {
-                "crossover": self._executor.crossover(),
-                "routes": self._executor.routes(),
-                "gpu_unusable": self._executor.gpu_unusable or None,
-            }
-        return d
+        one call on a batch of zeros makes the batch-1 plan. Routed (lenet.routing): each
+        plan's ``device``, and ``routing`` (where each batch size goes, and why)."""
+        return describe_plans(self._executor, self.model, self.device, self._options)
 
     @property
     def input_shape(self) -> tuple:
@@ -350,34 +330,37 @@ class Engine:
         *,
         channel_order: str = "rgb",
     ) -> Union[Result, list[Result]]:
-        """Classifies images: a path, bytes of an encoded image, an array (one image
-        or a batch), a Pillow image, an array-like (``__array__``), or any iterable of
-        these (a list, a generator; see ``lenet.images``). One image gives a
-        ``Result``; a batch or an iterable gives a list of ``Result``.
+        """Classifies images: a path (a file, or a directory or a glob, read as lenet-cli
+        reads them), bytes of an encoded image, an array (one image or a batch), a Pillow
+        image, an array-like (``__array__``), or any iterable of these (see ``lenet.images``).
+        One image gives a ``Result``; anything else a list of ``Result``.
 
         ``mode``: "auto" (the default), "mnist" (the image already looks like MNIST:
         only resized) or "photo" (a photo, scan or drawing: the digit is found and
-        normalized as MNIST was made); "auto" takes "mnist" for images of the model's
-        size with a dark background, "photo" for the rest. ``on_error``: for an
-        iterable, a callable given the InputError of each input that cannot be read or
-        has no digit; that input is left out of the results instead of failing the
-        call. ``channel_order``: "rgb" (the default) or "bgr" for colour arrays in
+        normalized as MNIST was made); "auto" takes "mnist" for images of the model's size
+        with a dark background (and, read as its negative, for a clean drawing of that size
+        dark on white paper), "photo" for the rest. ``on_error``: for an iterable, a callable
+        given the InputError of each input that cannot be read or has no digit (a directory
+        without images, a glob without a match), left out of the results instead of failing
+        the call. ``channel_order``: "rgb" (the default) or "bgr" for colour arrays in
         OpenCV's order (files, bytes and Pillow images are decoded as RGB whatever it
         says). An iterable is read as ``infer_iter`` reads it (ahead, on the engine's
         threads, in bounded memory besides the results)."""
         if self._pixel_shapes and mode in ("auto", "mnist") and channel_order in ("rgb", "bgr"):
             # The shortest ways, for the commonest calls: one uint8 digit, one file.
             if type(images) is np.ndarray:
-                if images.dtype is _UINT8 and images.shape in self._pixel_shapes:
-                    got = self._one_pixel_image(images, mode)
-                    if got is not None:
-                        return got
+                got = self._pixel_array(images, mode) if images.dtype is _UINT8 else None
+                if got is not None:
+                    return got
             elif isinstance(images, (str, os.PathLike)):
-                return self._one_file(images, mode, channel_order)
+                got = self._one_file(images, mode, channel_order)
+                if got is not None:
+                    return got
         if (
             type(images) is np.ndarray
             or not isinstance(images, (list, tuple))
             and (stream.one_input(images) or hasattr(images, "__array__"))
+            and not (isinstance(images, (str, os.PathLike)) and paths.names_many(images))
         ):
             # In memory already (one input, or one array of images): one vectorized batch.
             label = "<array>" if type(images) is np.ndarray else label_of(images, None)
@@ -406,24 +389,38 @@ class Engine:
     # infer's short ways give the general path's answer (the same rows, the same core calls),
     # which tests/api/test_fast_paths.py holds them to, in as few steps as there are.
 
-    def _one_pixel_image(self, image: np.ndarray, mode: str) -> Optional[Result]:
-        """One uint8 image of the model's size that takes the mnist path; None when it does not
-        (the general path then decides, and says what is wrong)."""
+    def _pixel_array(self, a: np.ndarray, mode: str) -> Union[Result, list[Result], None]:
+        """One uint8 image (h, w[, 1]) or a batch (n, h, w[, 1]) of the model's size that takes
+        the mnist path, in one core call (a batch's Results over its probabilities, as results()
+        makes them); None for anything else: the general path then decides, and says what is wrong."""
         h, w = self._pixel_shapes[0]
         if h * w > max_image_pixels():
             return None
-        return self._mnist_result(image, "<array>", mode == "auto")
+        if a.shape in self._pixel_shapes:
+            return self._mnist_result(a, "<array>", mode == "auto")
+        if a.shape[1:] not in self._pixel_shapes or not len(a) or is_one_image(a):
+            return None
+        x = a.reshape(len(a), h, w, 1)
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        if mode == "auto" and not _core.dark_ground(x).all():
+            return None
+        probabilities = self._executor.pixel_probabilities(x.reshape((len(a),) + self._input_rest), self._scale32)
+        return batch_results(probabilities, x, None, "mnist", label="<array>")
 
-    def _one_file(self, path: Union[str, os.PathLike], mode: str, channel_order: str) -> Result:
+    def _one_file(self, path: Union[str, os.PathLike], mode: str, channel_order: str) -> Optional[Result]:
         """One file: read, and decoded by the core when it is a gray PNG of the model's size (as
-        prepare's PNG lane does); anything else goes on to the general path with its bytes."""
+        prepare's PNG lane does); anything else goes on to the general path with its bytes.
+        None for a directory or a glob (asked once the path could not be read), an iterable."""
         label = os.fspath(path)
         h, w = self._pixel_shapes[0]
         if not _core.png_decoder or h * w > max_image_pixels():
-            return self._in_memory(path, label, mode, channel_order)
+            return None if paths.names_many(path) else self._in_memory(path, label, mode, channel_order)
         got, pixels, _ = _core.read_gray_images([os.fsencode(path)], MAX_FILE_BYTES, h, w)
         data = got[0]
         if isinstance(data, int):
+            if paths.names_many(path):
+                return None
             raise read_error(label, data)
         if data is not None:  # read, but not a PNG the core decodes
             return self._in_memory(Named(data, label), label, mode, channel_order)
@@ -432,13 +429,14 @@ class Engine:
             return self._in_memory(Named(pixels[0], label), label, mode, channel_order)
         return got
 
-    def _mnist_result(self, image: np.ndarray, label: str, check_ground: bool) -> Optional[Result]:
-        """The Result of one uint8 image (h, w[, 1]) on the mnist path, in one call of the core
-        (the ground checked first when check_ground: None when it is not dark)."""
-        got = self._executor.pixel_answer(image, self._scale32, check_ground)
+    def _mnist_result(self, image: np.ndarray, label: str, auto: bool) -> Optional[Result]:
+        """The Result of one uint8 image (h, w[, 1]) on the mnist path, in one call of the core;
+        when ``auto``, None unless its ground is dark or it is a clean drawing dark on light
+        (``images.pixels.clean_drawing``: read as its negative, as prepare reads it)."""
+        got = self._executor.pixel_answer(image, self._scale32, auto, CLEAN_PAPER if auto else 0)
         if got is None:
             return None
-        return result_of(got[0], got[1], label, "mnist", image)
+        return result_of(got[0], got[1], label, "mnist", 255 - image if got[2] else image)
 
     def infer_iter(
         self,
@@ -572,11 +570,6 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"Engine({self.model.source!r}, device={self.device!r}, threads={self.threads})"
-
-
-def _gpu_unusable() -> str:
-    """Why device="cuda" cannot run here, "" when it can (asked by a router on first need)."""
-    return "" if cuda_available() else cuda_unavailable_reason()
 
 
 class _ClosedExecutor:

@@ -15,6 +15,7 @@ def describe_plans(executor: Any, model: Any, device: str, options: dict) -> dic
         executor.run(np.zeros((1,) + tuple(model.input_shape[1:]), np.float32))
         plans = executor.describe()
     rows = model.network.steps()
+    annotate = getattr(type(executor), "annotate", None)  # a router (lenet.routing) adds its routes
     out = {
         "device": device,
         "description": executor.description,
@@ -50,6 +51,8 @@ def describe_plans(executor: Any, model: Any, device: str, options: dict) -> dic
                     **kernel,
                 }
             )
+    if annotate:
+        annotate(executor, out)
     return out
 
 

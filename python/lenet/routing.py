@@ -35,6 +35,30 @@ CPU_PER_IMAGE_S = 7e-6
 MAX_BUCKET = 1 << 13
 
 
+def gpu_unusable() -> str:
+    """Why device="cuda" cannot run here, "" when it can (asked by a router on first need)."""
+    from .device import cuda_available, cuda_unavailable_reason
+
+    return "" if cuda_available() else cuda_unavailable_reason()
+
+
+def executor_for(device: str, network: Any, options: tuple) -> tuple[str, Any]:
+    """An Engine's device and executor (of ``network``, with the executor's ``options`` after
+    the device) for ``device`` as asked: routed ("auto") where opted in and a GPU may be usable,
+    else on the device ``resolve_device`` decides."""
+    from . import _native
+    from ._native import _core
+    from .device import cuda_built, resolve_device
+
+    def make(on: str) -> Any:
+        return _core.Executor(network, on, *options)
+
+    if device == "auto" and opted_in() and cuda_built() and _native.driver_present():
+        return "auto", RoutedExecutor(make, gpu_unusable)
+    device = resolve_device(device)
+    return device, make(device)
+
+
 def opted_in() -> bool:
     return os.environ.get(OPT_IN_VARIABLE, "") not in ("", "0")
 
@@ -92,6 +116,16 @@ class RoutedExecutor:
         if self.gpu is not None:
             plans += [dict(p, device="cuda") for p in self.gpu.describe()]
         return plans
+
+    def annotate(self, d: dict) -> None:
+        """Engine.describe()'s dictionary ``d`` with each plan's device and ``routing``."""
+        for plan, raw in zip(d["plans"], self.describe()):
+            plan["device"] = raw["device"]
+        d["routing"] = {
+            "crossover": self.crossover(),
+            "routes": self.routes(),
+            "gpu_unusable": self.gpu_unusable or None,
+        }
 
     # --- routing ------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from typing import Any, Iterator, Optional, Union
 
 import numpy as np
 
-from . import _pools, images
+from . import _pools, images, paths
 from .errors import InputError
 
 DEFAULT_BATCH_SIZE = 1024  # 256 streamed 28x28 PNGs ~15% slower (PERFORMANCE.md)
@@ -41,9 +41,13 @@ def one_input(inputs: Any) -> bool:
 
 def items_of(inputs: Any) -> tuple[Iterator[Any], bool]:
     """The inputs as an iterator of items, and whether the input was one image. One path,
-    bytes or one image array is one item; a batch array gives its images; any other
-    iterable (a list, a generator, a map over a file's lines) gives its elements."""
+    bytes or one image array is one item; a directory or a glob gives the files it names
+    (``paths.expand``: as lenet-cli reads them), in an iterable too; a batch array gives
+    its images; any other iterable (a list, a generator, a map over a file's lines) gives
+    its elements."""
     if one_input(inputs):
+        if isinstance(inputs, (str, os.PathLike)) and paths.names_many(inputs):
+            return paths.expand(inputs), False  # a directory, a glob: walked as lenet-cli walks them
         return iter([inputs]), True
     if not isinstance(inputs, (np.ndarray, list, tuple)) and hasattr(inputs, "__array__"):
         inputs = images.as_array(inputs, "<array>")  # a torch tensor, a JAX array: one array, not an iterable
@@ -52,12 +56,21 @@ def items_of(inputs: Any) -> tuple[Iterator[Any], bool]:
             return iter([inputs]), True  # one image (or an array prepare refuses with its reason)
         return iter(inputs), False
     try:
-        return iter(inputs), False
+        return _expanded(iter(inputs)), False
     except TypeError:
         raise InputError(
             f"cannot classify a {type(inputs).__name__} (give a path, bytes of an encoded image, "
             "a NumPy array, or an iterable of these)"
         ) from None
+
+
+def _expanded(items: Iterator[Any]) -> Iterator[Any]:
+    """The items, each path that names a directory or a glob replaced by the files it names."""
+    for item in items:
+        if isinstance(item, (str, os.PathLike)) and paths.names_many(item):
+            yield from paths.expand(item)
+        else:
+            yield item
 
 
 def batches(

@@ -217,7 +217,7 @@ def test_a_missing_file_is_a_file_not_found_error(engine, tmp_path):
     with pytest.raises(FileNotFoundError) as got:
         lenet.Engine(str(tmp_path / "missing.h5"))
     assert isinstance(got.value, lenet.ModelFileError) and str(got.value).endswith("missing.h5: no such file")
-    with pytest.raises(lenet.InputError, match="is a directory"):
+    with pytest.raises(lenet.InputError, match="a directory with no image files"):  # walked (issue 64)
         engine.infer(str(tmp_path))
     with pytest.raises(lenet.ModelFileError, match="is a directory"):
         lenet.Engine(str(tmp_path))

@@ -796,3 +796,93 @@ def test_ctrl_c_message_counts_what_was_written(tmp_path):
     m = re.search(r"interrupted after ([\d,]+) inputs", stderr)
     assert m, stderr
     assert int(m.group(1).replace(",", "")) == len(records), stderr
+
+
+# --- issue 64: what a Keras user tripped on. ----------------------------------------------
+
+
+def test_ray_without_ray_installed_is_a_one_line_usage_error():
+    """Was a traceback ending in ModuleNotFoundError, exit 1."""
+    script = "import sys; sys.modules['ray'] = None; from lenet.cli import main; sys.exit(main(sys.argv[1:]))"
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(EXAMPLES[7]), "--ray", "-o", "never.jsonl"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.splitlines() == [
+        'lenet-cli: error: --ray needs Ray, which is not installed: pip install "lenet[ray]"'
+    ]
+    assert out.stdout == ""
+
+
+def test_messages_name_the_flags(tmp_path):
+    """A weights-only file without its architecture: the message said 'arch=' (the Python
+    keyword); lenet-cli's says '--arch'."""
+    import h5py
+
+    weights = tmp_path / "only.weights.h5"
+    with h5py.File(weights, "w") as f:  # what Keras 2's save_weights writes: layer names, no model_config
+        f.attrs["layer_names"] = np.array([b"dense"])
+        f.attrs["keras_version"] = b"2.15.0"
+        f.attrs["backend"] = b"tensorflow"
+        f.create_group("dense").attrs["weight_names"] = np.array([], dtype="S1")
+    out = cli("--device", "cpu", "--weights", weights, EXAMPLES[0])
+    assert out.returncode == 2
+    assert "give one with --arch" in out.stderr and "arch=" not in out.stderr, out.stderr
+    from lenet.cli import as_flags
+
+    assert as_flags("device='cuda' requested; give the architecture with arch=...") == (
+        "--device cuda requested; give the architecture with --arch"
+    )
+
+
+def test_several_images_on_standard_input_are_all_read(tmp_path):
+    """`cat a.png b.png | lenet-cli -` classified a.png and dropped b.png in silence."""
+    photo = REPO / "examples" / "photo-4.jpg"
+    data = EXAMPLES[3].read_bytes() + photo.read_bytes() + EXAMPLES[8].read_bytes()
+    out = run_cli("--device", "cpu", "-", input=data)
+    assert out.returncode == 0, out.stderr
+    assert results(out.stdout) == [("<stdin>[0]", 3), ("<stdin>[1]", 4), ("<stdin>[2]", 8)]
+    out = run_cli("--device", "cpu", "-", input=EXAMPLES[3].read_bytes() + b"trailing junk")
+    assert out.returncode == 1 and results(out.stdout) == [("<stdin>[0]", 3)]
+    assert b"<stdin>[1]: not an image" in out.stderr
+
+
+def test_json_is_the_same_on_stdout_and_in_the_output_file(tmp_path):
+    """`--json` printed "top", `-o x.jsonl` left it out."""
+    target = tmp_path / "r.jsonl"
+    args = ("--device", "cpu", "--top-k", "2", "--unsure-below", "0.5", "--json", "-o", target)
+    out = cli(*args, EXAMPLES[7], REPO / "examples" / "number.jpg")
+    assert out.returncode == 0, out.stderr
+    printed = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [json.loads(line) for line in target.read_text().splitlines()] == printed
+    assert [len(r["top"]) for r in printed] == [2, 2] and "unsure" in printed[0]
+    out = cli("--device", "cpu", "--digits", "--json", "-o", target, REPO / "examples" / "number.jpg")
+    assert out.returncode == 0, out.stderr
+    assert [json.loads(line) for line in target.read_text().splitlines()] == [json.loads(out.stdout)]
+
+
+def test_mode_mnist_on_a_dark_on_light_image_says_so(tmp_path):
+    """A dark-on-white 200x200 digit under --mode mnist: a wrong answer and no word of why."""
+    seven = 255 - cv2.imread(str(EXAMPLES[7]), cv2.IMREAD_GRAYSCALE)
+    path = tmp_path / "drawn.png"
+    cv2.imwrite(str(path), cv2.resize(seven, (200, 200), interpolation=cv2.INTER_CUBIC))
+    out = cli("--device", "cpu", "--mode", "mnist", path, EXAMPLES[3])
+    assert out.returncode == 0, out.stderr
+    warnings = [line for line in out.stderr.splitlines() if "warning" in line]
+    assert warnings == [
+        f"lenet-cli: warning: {path}: --mode mnist, but the image is dark on a light ground (MNIST's digits "
+        "are light on dark), so the answer may be wrong: --mode auto or photo finds the digit"
+    ], out.stderr
+    assert cli("--device", "cpu", path).stderr == ""  # auto reads it as a drawing, and says nothing
+
+
+def test_save_says_what_it_wrote(tmp_path):
+    target = tmp_path / "my.lenet"
+    out = cli("--device", "cpu", "--weights", "lenet5", "--save", target)
+    assert out.returncode == 0 and out.stdout == ""
+    assert out.stderr.startswith(f"lenet-cli: wrote {target} ({target.stat().st_size:,} bytes): "), out.stderr
+    assert "input (None, 28, 28, 1), 10 classes" in out.stderr
+    assert cli("--device", "cpu", "-q", "--weights", "lenet5", "--save", target).stderr == ""

@@ -105,7 +105,7 @@ def test_empty_file_and_directory(engine, tmp_path):
     empty.write_bytes(b"")
     with pytest.raises(lenet.InputError, match="empty.png: empty file"):
         engine.infer(str(empty))
-    with pytest.raises(lenet.InputError, match="is a directory"):
+    with pytest.raises(lenet.InputError, match="empty.png: empty file"):  # a directory is walked (issue 64)
         engine.infer(tmp_path)
 
 

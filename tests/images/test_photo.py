@@ -543,15 +543,16 @@ def test_digits_on_ruled_and_squared_paper(engine, mnist_test):
 
 def test_auto_mode_rule(engine):
     mnist_like = EXAMPLES[6]
-    inverted = 255 - EXAMPLES[6]  # 28x28 but dark on light
+    inverted = 255 - EXAMPLES[6]  # 28x28 dark on white: a clean drawing, read as its negative
+    shaded = np.minimum(inverted, 200)  # 28x28 dark on gray paper
     bigger = cv2.resize(EXAMPLES[6], (112, 112))  # light on dark but not the model's size
-    out = engine.infer([mnist_like, inverted, bigger])
-    assert [r.mode for r in out] == ["mnist", "photo", "photo"]
-    assert [r.digit for r in out] == [6, 6, 6]
+    out = engine.infer([mnist_like, inverted, shaded, bigger])
+    assert [r.mode for r in out] == ["mnist", "mnist", "photo", "photo"]
+    assert [r.digit for r in out] == [6, 6, 6, 6]
     # One vectorized decision for a batch of the model's size; mixed batches per image.
     assert {r.mode for r in engine.infer(np.stack(EXAMPLES))} == {"mnist"}
-    assert [r.mode for r in engine.infer(np.stack([mnist_like, inverted]))] == ["mnist", "photo"]
-    assert [r.mode for r in engine.infer(np.stack([mnist_like, inverted]), mode="mnist")] == ["mnist", "mnist"]
+    assert [r.mode for r in engine.infer(np.stack([mnist_like, shaded]))] == ["mnist", "photo"]
+    assert [r.mode for r in engine.infer(np.stack([mnist_like, shaded]), mode="mnist")] == ["mnist", "mnist"]
     with pytest.raises(lenet.InputError, match="mode"):
         engine.infer(mnist_like, mode="camera")
 

@@ -20,8 +20,10 @@ producer. Weights are seeded, He-scaled, as trained ones are in size.
   straight into the Flatten's Reshape (no Transpose), MatMul + Add, softmax (opset 13).
 * keras2onnx_nhwc_flatten: the same model through keras2onnx: an ONNX Flatten on the NHWC
   input (opset 11).
-* normalized_mnist: PyTorch's MNIST example trained on Normalize((0.1307,), (0.3081,))
-  pixels, ending in log_softmax; the file does not say so (as in the wild).
+* normalized_mnist: the graph of PyTorch's MNIST example for Normalize((0.1307,), (0.3081,))
+  pixels, ending in log_softmax; the file does not say so (as in the wild). Its weights are
+  seeded, not trained: examples/mnist_normalized.onnx (make_trained_normalized.py) is the
+  same graph trained.
 * normalized_half_recorded: trained on (x - 0.5) / 0.5, and the file records it in its
   metadata (lenet_mean, lenet_std), which lenet reads.
 """
@@ -323,8 +325,10 @@ def keras2onnx_nhwc_flatten():
     save("keras2onnx_nhwc_flatten", nodes, inits, "input_1", ["N", 28, 28, 1], "dense_1", ["N", 10], 11, KERAS2ONNX)
 
 
-def normalized(name, metadata=None):
-    """pytorch/examples' MNIST net at a quarter of its widths, trained on normalized pixels."""
+def normalized(name, metadata=None, weights=None):
+    """pytorch/examples' MNIST net at a quarter of its widths, trained on normalized pixels
+    (seeded weights of a trained one's scale; ``weights``: trained ones, by initializer name,
+    as make_trained_normalized.py gives them)."""
     nodes = [
         conv("input", "conv1.weight", "conv1.bias", "/conv1/Conv_output_0", "/conv1/Conv", 3),
         helper.make_node("Relu", ["/conv1/Conv_output_0"], ["/Relu_output_0"], "/Relu"),
@@ -347,6 +351,8 @@ def normalized(name, metadata=None):
         init("fc2.weight", he(10, 32)),
         init("fc2.bias", bias(10)),
     ]
+    if weights is not None:
+        inits = [init(t.name, weights[t.name]) for t in inits]
     save(name, nodes, inits, "input", ["batch_size", 1, 28, 28], "output", ["batch_size", 10], 17, TORCH, metadata)
 
 

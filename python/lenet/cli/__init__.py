@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -42,7 +43,7 @@ from typing import Iterator, Optional
 
 from .. import preprocess
 from .inputs import Inputs, progress_bar
-from .output import SEVERAL_DIGITS, DebugWriter, Output, print_number
+from .output import SEVERAL_DIGITS, DebugWriter, Output, print_number, result_record
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -87,7 +88,8 @@ def _parser() -> argparse.ArgumentParser:
         choices=["auto", "mnist", "photo"],
         help="preprocessing: photo (a photo, scan or drawing of a digit anywhere in the image), "
         "mnist (already MNIST-like: only resized), auto (mnist for images of the model's size "
-        "on a dark background, else photo; the default)",
+        "on a dark background, or their negative for a clean drawing of that size dark on white; "
+        "else photo; the default)",
     )
     p.add_argument(
         "--digits",
@@ -198,6 +200,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"lenet-cli: error: {e}", file=sys.stderr)
         return 2
+    if args.ray:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            print(
+                'lenet-cli: error: --ray needs Ray, which is not installed: pip install "lenet[ray]"', file=sys.stderr
+            )
+            return 2
     try:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always", RuntimeWarning)  # the CUDA fallback: one line, below
@@ -205,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.weights, device=args.device, threads=args.threads, arch=args.arch, **preprocess.options(args)
             )
     except lenet.Error as e:
-        print(f"lenet-cli: error: {e}", file=sys.stderr)
+        print(f"lenet-cli: error: {as_flags(str(e))}", file=sys.stderr)
         return 2
     for note in notes if not args.quiet else ():
         print(f"lenet-cli: note: {str(note.message).removeprefix('lenet: ')}", file=sys.stderr)
@@ -217,6 +227,14 @@ def main(argv: list[str] | None = None) -> int:
         except lenet.Error as e:
             print(f"lenet-cli: error: --save: {e}", file=sys.stderr)
             return 2
+        if not args.quiet:  # on stderr: standard output is the results'
+            size = os.path.getsize(args.save)
+            model = engine.model
+            print(
+                f"lenet-cli: wrote {args.save} ({size:,} bytes): {model.source}, input {model.input_shape}, "
+                f"{model.classes} classes, {engine.preprocessing}",
+                file=sys.stderr,
+            )
         if not args.images and not args.files_from:
             return 0
     if args.debug_dir:
@@ -226,11 +244,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"lenet-cli: error: --debug-dir {args.debug_dir}: {e.strerror or e}", file=sys.stderr)
             return 2
     try:
-        output = Output(args.output, engine.classes) if args.output else None
+        output = Output(args.output, engine.classes, args.top_k, args.unsure_below) if args.output else None
     except OSError as e:
         print(f"lenet-cli: error: --output {args.output}: {e.strerror or e}", file=sys.stderr)
         return 2
     return _Run(engine, args, output).run()
+
+
+# The Engine's keyword arguments, as the library's messages name them, and the flags that
+# set them here: a message the command prints names what its user types.
+_KEYWORD = re.compile(r"(?<![\w-])(arch|input_scale|mean|std|device|threads)=(?:\.\.\.)?(?:'(\w+)')?")
+
+
+def as_flags(message: str) -> str:
+    """A library message with the Engine's keywords (``arch=...``) written as lenet-cli's flags (``--arch``)."""
+
+    def flag(m: re.Match) -> str:
+        name = "--" + m.group(1).replace("_", "-")
+        return f"{name} {m.group(2)}" if m.group(2) else name
+
+    return _KEYWORD.sub(flag, message)
 
 
 def _check_usage(args) -> None:
@@ -404,25 +437,21 @@ class _Run:
             self.seen.write(r.source, [r.image], numbered=False)
         if self.output is not None:
             self.output.result(r)
+        if self.args.mode == "mnist" and not self.args.quiet and r.image is not None:
+            from ..images.pixels import dark_ground
+
+            if not dark_ground(r.image[None])[0]:  # what auto would have sent to the photo path
+                self._stderr(
+                    f"lenet-cli: warning: {r.source}: --mode mnist, but the image is dark on a light ground "
+                    "(MNIST's digits are light on dark), so the answer may be wrong: --mode auto or photo "
+                    "finds the digit"
+                )
         if self.args.quiet:
             return
         top = r.top(self.args.top_k)
         unsure = r.confidence < self.args.unsure_below
         if self.args.json:
-            print(
-                json.dumps(
-                    {
-                        "path": r.source,
-                        "digit": r.digit,
-                        "confidence": r.confidence,
-                        "mode": r.mode,
-                        "top": [{"digit": d, "probability": p} for d, p in top],
-                        "probabilities": r.probabilities.tolist(),
-                        "several_digits": r.several_digits,
-                    }
-                    | ({"unsure": unsure} if self.args.unsure_below else {})
-                )
-            )
+            print(json.dumps(result_record(r, self.args.top_k, self.args.unsure_below)))
         else:
             line = (
                 f"{r.source}: unsure (perhaps {r.digit}, {100 * r.confidence:.1f}%)"

@@ -3,34 +3,12 @@
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 import threading
 from typing import Iterator
 
-# Files in a directory taken as images by their name; others by their first bytes.
-IMAGE_EXTENSIONS = {
-    ".png",
-    ".jpg",
-    ".jpeg",
-    ".jpe",
-    ".jfif",
-    ".bmp",
-    ".dib",
-    ".gif",
-    ".webp",
-    ".tif",
-    ".tiff",
-    ".pbm",
-    ".pgm",
-    ".ppm",
-    ".pnm",
-    ".pam",
-}
-
-
-GLOB_CHARACTERS = set("*?[")
+from ..paths import GLOB_CHARACTERS, IMAGE_EXTENSIONS, expand, failure, is_image, walk  # noqa: F401
 
 
 class Inputs:
@@ -51,64 +29,19 @@ class Inputs:
 
     def __iter__(self) -> Iterator:
         from ..images import Named
+        from ..images.sniff import split_images
 
         for arg in self.args.images:
-            if arg == "-":
-                yield Named(sys.stdin.buffer.read(), "<stdin>")
-            elif os.path.isdir(arg):
-                found = 0
-                for path in walk(arg):
-                    found += 1
-                    yield path
-                if not found:
-                    yield failure(arg, "a directory with no image files")
-            elif GLOB_CHARACTERS & set(arg) and not os.path.exists(arg):
-                matches = sorted(glob.glob(arg, recursive=True))
-                if not matches:
-                    yield failure(arg, "no file matches")
-                recursive = os.path.basename(arg.rstrip("/")) == "**"  # 'dir/**' lists the files itself
-                for m in matches:
-                    if os.path.isdir(m):
-                        if not recursive:
-                            yield from walk(m)
-                    elif not recursive or is_image(m):  # 'dir/**': what a walk would take
-                        yield m
+            if arg == "-":  # one image, or several one after another (cat a.png b.png)
+                parts = split_images(sys.stdin.buffer.read())
+                if len(parts) == 1:
+                    yield Named(parts[0], "<stdin>")
+                else:
+                    yield from (Named(part, f"<stdin>[{k}]") for k, part in enumerate(parts))
             else:
-                yield arg
+                yield from expand(arg)
         if self.args.files_from:
             yield from listed(self.args.files_from, self.args.null)
-
-
-def failure(source: str, why: str):
-    """An input that names nothing to classify: its error goes through the stream in its place."""
-    from ..errors import InputError
-
-    e = InputError(f"{source}: {why}")
-    e.source = source
-    return e
-
-
-def walk(directory: str) -> Iterator[str]:
-    """Image files under a directory, sorted, recursively; hidden names skipped."""
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            if not name.startswith(".") and is_image(path):
-                yield path
-
-
-def is_image(path: str) -> bool:
-    """An image file by its extension, or else by its first bytes."""
-    from ..images.sniff import format_of
-
-    if os.path.splitext(path)[1].lower() in IMAGE_EXTENSIONS:
-        return True
-    try:
-        with open(path, "rb") as f:
-            return format_of(f.read(32)) is not None
-    except OSError:
-        return False
 
 
 def listed(source: str, null: bool) -> Iterator:

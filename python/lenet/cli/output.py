@@ -15,12 +15,45 @@ from pathlib import Path
 SEVERAL_DIGITS = "several digits seen: --digits reads them as a number"
 
 
+def result_record(r, top_k: int, unsure_below: float) -> dict:
+    """A result as JSON, the same on standard output (--json) and in --output's JSON lines."""
+    return {
+        "path": r.source,
+        "digit": r.digit,
+        "confidence": r.confidence,
+        "mode": r.mode,
+        "top": [{"digit": d, "probability": p} for d, p in r.top(top_k)],
+        "probabilities": r.probabilities.tolist(),
+        "several_digits": r.several_digits,
+    } | ({"unsure": r.confidence < unsure_below} if unsure_below else {})
+
+
+def number_record(number, top_k: int, unsure_below: float) -> dict:
+    """A number read (--digits) as JSON, the same on standard output and in --output's JSON lines."""
+    return {
+        "path": number.source,
+        "number": number.number,
+        "confidence": number.confidence,
+        "digits": [
+            {
+                "digit": r.digit,
+                "confidence": r.confidence,
+                "box": list(box),
+                "top": [{"digit": d, "probability": p} for d, p in r.top(top_k)],
+            }
+            | ({"unsure": r.confidence < unsure_below} if unsure_below else {})
+            for r, box in zip(number.digits, number.boxes)
+        ],
+    }
+
+
 class Output:
     """--output FILE: JSON lines or CSV, written to a temporary file beside FILE and renamed
     onto it by ``commit`` (so FILE is either absent, as it was, or whole)."""
 
-    def __init__(self, path: str, classes: int):
+    def __init__(self, path: str, classes: int, top_k: int = 1, unsure_below: float = 0.0):
         self.path = Path(path)
+        self.top_k, self.unsure_below = top_k, unsure_below
         self.csv = self.path.suffix.lower() == ".csv"
         fd, self.tmp = tempfile.mkstemp(dir=self.path.parent or ".", prefix=f".{self.path.name}.", suffix=".part")
         self.file = io.open(fd, "w", encoding="utf-8", newline="")
@@ -39,35 +72,13 @@ class Output:
                 + [int(r.several_digits)]
             )
         else:
-            self.file.write(
-                json.dumps(
-                    {
-                        "path": r.source,
-                        "digit": r.digit,
-                        "confidence": r.confidence,
-                        "mode": r.mode,
-                        "probabilities": r.probabilities.tolist(),
-                        "several_digits": r.several_digits,
-                    }
-                )
-                + "\n"
-            )
+            self.file.write(json.dumps(result_record(r, self.top_k, self.unsure_below)) + "\n")
 
     def number(self, n) -> None:
         if self.csv:
             self.writer.writerow([n.source, n.number, f"{n.confidence:.6g}", "number", ""] + [""] * (self.classes + 1))
         else:
-            self.file.write(
-                json.dumps(
-                    {
-                        "path": n.source,
-                        "number": n.number,
-                        "confidence": n.confidence,
-                        "digits": [r.digit for r in n.digits],
-                    }
-                )
-                + "\n"
-            )
+            self.file.write(json.dumps(number_record(n, self.top_k, self.unsure_below)) + "\n")
 
     def error(self, source: str, message: str) -> None:
         if self.csv:
@@ -93,25 +104,7 @@ class Output:
 def print_number(number, args) -> None:
     unsure = [r.confidence < args.unsure_below for r in number.digits]
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "path": number.source,
-                    "number": number.number,
-                    "confidence": number.confidence,
-                    "digits": [
-                        {
-                            "digit": r.digit,
-                            "confidence": r.confidence,
-                            "box": list(box),
-                            "top": [{"digit": d, "probability": p} for d, p in r.top(args.top_k)],
-                        }
-                        | ({"unsure": u} if args.unsure_below else {})
-                        for r, box, u in zip(number.digits, number.boxes, unsure)
-                    ],
-                }
-            )
-        )
+        print(json.dumps(number_record(number, args.top_k, args.unsure_below)))
     else:
         shown = "".join("?" if u else str(r.digit) for r, u in zip(number.digits, unsure))
         digits = ", ".join(f"{r.digit}: {100 * r.confidence:.1f}%" for r in number.digits)

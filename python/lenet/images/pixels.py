@@ -186,3 +186,17 @@ def dark_ground(stack: np.ndarray) -> np.ndarray:
     n = ring.shape[1]
     ring = np.sort(ring, axis=1)
     return ring[:, (n - 1) // 2] + ring[:, n // 2] < 256
+
+
+# A drawing's paper, for clean_drawing: its outermost pixels all at least this light.
+CLEAN_PAPER = 240
+
+
+def clean_drawing(img: np.ndarray) -> bool:
+    """Whether a uint8 gray image (h, w[, 1]) is a clean drawing dark on light: every one of
+    its outermost pixels at least CLEAN_PAPER (white paper, nothing at the edge: no shadow,
+    no desk, no noise) and some ink (a pixel darker than mid-gray). Its negative is then an
+    MNIST-like digit, which "auto" classifies as such instead of by the photo path."""
+    if img.dtype != np.uint8 or img.ndim not in (2, 3) or img.shape[2:] not in ((), (1,)) or min(img.shape[:2]) < 2:
+        return False
+    return bool(min(img[0].min(), img[-1].min(), img[:, 0].min(), img[:, -1].min()) >= CLEAN_PAPER and img.min() < 128)

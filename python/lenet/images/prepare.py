@@ -25,8 +25,9 @@ Each image then takes one of two paths (``mode``):
   edge of a desk or a shadow) raises InputError ("no digit found").
 - ``"auto"`` (the default) picks per image: "mnist" when the image has the model's
   input size (28×28 for the shipped models) and a dark background (the median of its
-  outermost pixels, gray, is below 128), "photo" otherwise — whatever the image came
-  from: a file, bytes or an array.
+  outermost pixels, gray, is below 128), or is a clean drawing of that size dark on white
+  paper for a one-channel model (``pixels.clean_drawing``), read as its negative; "photo"
+  otherwise — whatever the image came from: a file, bytes or an array.
 
 The rows keep pixels 0..255: uint8 where every image is as it was given (a uint8
 array, a decoded 8-bit file, nothing resized), float32 otherwise; the engine multiplies
@@ -61,6 +62,7 @@ from .pixels import (
     as_array,
     bgr_to_rgb,
     check_channel_order,
+    clean_drawing,
     cv2,
     dark_ground,
     fit,
@@ -255,7 +257,11 @@ def _prepare_one(img: np.ndarray, h: int, w: int, c: int, mode: str, source: str
     photo path saw several digits in it."""
     need_cv2()
     if mode == "auto":
-        mode = "mnist" if img.shape[:2] == (h, w) and dark_ground(img[None])[0] else "photo"
+        sized = img.shape[:2] == (h, w)
+        if sized and c == 1 and clean_drawing(img):  # dark on white paper: its negative is MNIST-like
+            img, mode = 255 - img, "mnist"
+        else:
+            mode = "mnist" if sized and dark_ground(img[None])[0] else "photo"
     several = False
     with _opencv_errors(source, img, mode):
         if mode == "photo":

@@ -47,6 +47,79 @@ def check_png_chunks(d: bytes, source: str) -> bool:
     return exif
 
 
+def split_images(data: bytes) -> list[bytes]:
+    """Encoded images written one after another (``cat a.png b.jpg``), each whole: PNG, JPEG,
+    BMP and WebP say where they end; anything after an image in another format, or after one
+    whose end cannot be found, stays with it (one image, as it was given)."""
+    parts = []
+    while data:
+        try:
+            n = _encoded_length(data)
+        except (struct.error, IndexError, ValueError):  # a header cut short
+            n = None
+        if n is None or n >= len(data):
+            parts.append(data)
+            break
+        parts.append(data[:n])
+        data = data[n:]
+    return parts
+
+
+def _encoded_length(d: bytes) -> Optional[int]:
+    """The length of the encoded image at the start of d, or None when its format does not say."""
+    fmt = format_of(d)
+    if fmt == "PNG":
+        pos = 8
+        while pos + 12 <= len(d):
+            (length,) = struct.unpack_from(">I", d, pos)
+            end = pos + 12 + length
+            if d[pos + 4 : pos + 8] == b"IEND":
+                return end
+            pos = end
+        return None
+    if fmt == "JPEG":
+        return _jpeg_length(d)
+    if fmt == "WebP":
+        (size,) = struct.unpack_from("<I", d, 4)
+        return 8 + size + (size & 1)
+    if fmt == "BMP":
+        (size,) = struct.unpack_from("<I", d, 2)
+        return size if size >= 26 else None  # some writers leave it 0
+    return None
+
+
+def _jpeg_length(d: bytes) -> Optional[int]:
+    """The end of a JPEG's EOI marker, its segments walked by their lengths (so an EXIF
+    thumbnail's markers, inside APP1, are skipped) and each scan's entropy-coded data to
+    the first marker that is neither a stuffed 0xFF00 nor a restart."""
+    pos, n = 2, len(d)
+    while pos + 1 < n:
+        if d[pos] != 0xFF:
+            return None
+        marker = d[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker == 0xD9:  # EOI
+            return pos + 2
+        if 0xD0 <= marker <= 0xD7 or marker == 0x01:  # no length
+            pos += 2
+            continue
+        (length,) = struct.unpack_from(">H", d, pos + 2)
+        pos += 2 + length
+        if marker == 0xDA:  # start of scan: entropy-coded data to the next real marker
+            while True:
+                pos = d.find(b"\xff", pos)
+                if pos < 0 or pos + 1 >= n:
+                    return None
+                following = d[pos + 1]
+                if following == 0x00 or 0xD0 <= following <= 0xD7 or following == 0xFF:
+                    pos += 1 if following == 0xFF else 2
+                    continue
+                break
+    return None
+
+
 def format_of(d: bytes) -> Optional[str]:
     if d[:8] == b"\x89PNG\r\n\x1a\n":
         return "PNG"
