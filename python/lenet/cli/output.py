@@ -10,6 +10,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..results import IN_DOUBT_BELOW
+
 # The CLI's line for an image that holds several digits where one was asked for
 # (Result.several_digits): the digit printed is one of them.
 SEVERAL_DIGITS = "several digits seen: --digits reads them as a number"
@@ -57,6 +59,7 @@ class Output:
         if self.csv:
             self.writer.writerow([n.source, n.number, f"{n.confidence:.6g}", "number", ""] + [""] * (self.classes + 1))
         else:
+            below = IN_DOUBT_BELOW
             self.file.write(
                 json.dumps(
                     {
@@ -64,6 +67,10 @@ class Output:
                         "number": n.number,
                         "confidence": n.confidence,
                         "digits": [r.digit for r in n.digits],
+                        "confidences": [r.confidence for r in n.digits],
+                        "in_doubt": n.in_doubt(below),
+                        "in_doubt_below": below,
+                        "skipped": [{"box": list(s.box), "why": s.why} for s in n.skipped],
                     }
                 )
                 + "\n"
@@ -90,32 +97,56 @@ class Output:
             pass
 
 
+def doubt_line(number, below: float) -> str:
+    """What a number's line adds when a digit is in doubt (top probability under
+    ``below``) or ink of a digit's size was skipped: "" when neither."""
+    said = []
+    doubted = number.in_doubt(below)
+    if doubted:
+        said.append(
+            "in doubt: "
+            + ", ".join(
+                f"digit {k + 1} ({number.digits[k].digit} at {100 * number.digits[k].confidence:.1f}%)" for k in doubted
+            )
+        )
+    if number.skipped:
+        said.append("skipped: " + ", ".join(f"{s.why} at {tuple(s.box)}" for s in number.skipped))
+    return "".join(f"; {s}" for s in said)
+
+
+def number_json(number, top_k: int, unsure_below: float) -> dict:
+    """A number as lenet-cli --digits --json and -o .jsonl write it."""
+    below = unsure_below or IN_DOUBT_BELOW
+    unsure = [r.confidence < unsure_below for r in number.digits]
+    return {
+        "path": number.source,
+        "number": number.number,
+        "confidence": number.confidence,
+        "digits": [
+            {
+                "digit": r.digit,
+                "confidence": r.confidence,
+                "box": list(box),
+                "top": [{"digit": d, "probability": p} for d, p in r.top(top_k)],
+                "in_doubt": r.confidence < below,
+            }
+            | ({"unsure": u} if unsure_below else {})
+            for r, box, u in zip(number.digits, number.boxes, unsure)
+        ],
+        "in_doubt_below": below,
+        "skipped": [{"box": list(s.box), "why": s.why} for s in number.skipped],
+    }
+
+
 def print_number(number, args) -> None:
     unsure = [r.confidence < args.unsure_below for r in number.digits]
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "path": number.source,
-                    "number": number.number,
-                    "confidence": number.confidence,
-                    "digits": [
-                        {
-                            "digit": r.digit,
-                            "confidence": r.confidence,
-                            "box": list(box),
-                            "top": [{"digit": d, "probability": p} for d, p in r.top(args.top_k)],
-                        }
-                        | ({"unsure": u} if args.unsure_below else {})
-                        for r, box, u in zip(number.digits, number.boxes, unsure)
-                    ],
-                }
-            )
-        )
+        print(json.dumps(number_json(number, args.top_k, args.unsure_below)))
     else:
         shown = "".join("?" if u else str(r.digit) for r, u in zip(number.digits, unsure))
         digits = ", ".join(f"{r.digit}: {100 * r.confidence:.1f}%" for r in number.digits)
-        print(f"{number.source}: {shown} ({100 * number.confidence:.1f}%)  [{digits}]")
+        doubt = doubt_line(number, args.unsure_below or IN_DOUBT_BELOW)
+        print(f"{number.source}: {shown} ({100 * number.confidence:.1f}%)  [{digits}]{doubt}")
 
 
 class DebugWriter:
