@@ -93,7 +93,7 @@ ARC, BEND = 2.0, 1.0
 # than one digit's strokes (its bar, flag, base or a 4's arm are shorter): a digit of
 # such components pays TALL_PARTS for each beyond the first (a 1 between a 6 and an 8
 # was read as one 6, and a 6 beside an 8 as one 4 at 99.7%).
-TALL_PARTS = float(__import__("os").environ.get("LENET_TALL_PARTS", "2.0"))
+TALL_PARTS = 2.0
 SKIP = 30.0  # a stray mark as big as a digit costs e^-30, one a third as big e^-3.3
 # The network's probabilities are calibrated on single MNIST digits; of what is not one
 # digit (two touching digits read as one, a fragment) it is surer than it should be: a

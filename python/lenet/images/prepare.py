@@ -555,8 +555,9 @@ def prepare_number(
 ) -> tuple[Rows, list[tuple[int, int, int, int]], str, list[tuple[tuple[int, int, int, int], str]]]:
     """The digits of a number written left to right in one image (a path, bytes or an
     array) as the model's rows, each digit's box (x, y, w, h) in the image, the
-    image's label, and the ink of a digit's size left out, as (box, why). ``probabilities`` (the engine: rows -> probabilities) chooses between
-    reading a wide blob as one digit or as several touching ones."""
+    image's label, and the ink of a digit's size left out, as (box, why).
+    ``probabilities`` (the engine: rows -> probabilities) chooses between reading a wide
+    blob as one digit or as several touching ones."""
     need_cv2()
     label = "<bytes>" if isinstance(image, (bytes, bytearray, memoryview)) else "<array>"
     reduced = 1.0  # a big JPEG is decoded smaller, as for infer; the boxes are scaled back
