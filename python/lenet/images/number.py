@@ -94,6 +94,12 @@ ARC, BEND = 2.0, 1.0
 # such components pays TALL_PARTS for each beyond the first (a 1 between a 6 and an 8
 # was read as one 6, and a 6 beside an 8 as one 4 at 99.7%).
 TALL_PARTS = 2.0
+# A piece cut off one end of a component, shorter than a digit, while the rest reads as
+# the class the whole reads (both at SURE or more), is that digit's arm or loop: read as a
+# digit of its own it pays PART_OF (``_part_of``; a 4 read as "14"). On rows.py's numbers
+# at seeds 0-299, 277 -> 278 of 300 read whole at 1, 2 and 4 alike; the drawn sets at
+# seeds 7, 45, 8 and 2026 and photos-dev read as before.
+PART_OF = 2.0
 SKIP = 30.0  # a stray mark as big as a digit costs e^-30, one a third as big e^-3.3
 # The network's probabilities are calibrated on single MNIST digits; of what is not one
 # digit (two touching digits read as one, a fragment) it is surer than it should be: a
@@ -326,6 +332,30 @@ def _redundant(score: dict, runs: list[_Run], probs: np.ndarray, height: float) 
                     break
 
 
+def _part_of(score: dict, runs: list[_Run], probs: np.ndarray, pieces: list[Part], height: float) -> None:
+    """Charges PART_OF in ``score`` to each run of the pieces at one end of a component cut
+    in two that is shorter than a digit (SHORT) while the rest of the component reads as
+    the class the whole reads, both at SURE or more: a 4's arm or a 2's loop cut off, not a
+    digit of its own (a 4 read as "14", a looped 2 as "12")."""
+    index = {(r.i, r.j): k for k, r in enumerate(runs)}
+    spans: dict[int, list[int]] = {}
+    for k, p in enumerate(pieces):
+        spans.setdefault(p.label, []).append(k)
+    for ks in spans.values():
+        a, b = ks[0], ks[-1]
+        whole = index.get((a, b))
+        if b == a or whole is None or probs[whole].max() < SURE:
+            continue
+        c = int(np.argmax(probs[whole]))
+        for m in range(a, b):
+            for end, rest in (((a, m), (m + 1, b)), ((m + 1, b), (a, m))):
+                if end in score and rest in index:
+                    pr = probs[index[rest]]
+                    if pr.argmax() == c and pr[c] >= SURE and runs[index[end]].box[3] < SHORT * height:
+                        odds, k = score[end]
+                        score[end] = (odds - PART_OF, k)
+
+
 def _bend(drawn: np.ndarray) -> float:
     """How far a stroke drawn as MNIST (``frame``) bows sideways: the ink's centre per
     row, fitted as a parabola over the rows it spans, the parabola's rise from its
@@ -374,6 +404,8 @@ def _choose(pieces: list[Part], sides: np.ndarray, runs: list[_Run], probs: np.n
             k,
         )
     _redundant(score, runs, probs, height)
+    if PART_OF:
+        _part_of(score, runs, probs, pieces, height)
     # boundary[i]: the log odds of a digit boundary before piece i, for each component on both sides.
     boundary = [0.0] * (n + 1)
     last: dict[int, Part] = {}  # per component, its last piece before i
