@@ -32,6 +32,7 @@ from .errors import (
     UnsupportedModelError,
 )
 from .images import max_image_pixels, set_max_image_pixels
+from .results import Skipped
 from .shipped import SHIPPED_MODELS, shipped_weights
 
 __version__ = _core.__version__
@@ -73,6 +74,7 @@ __all__ = [
     "Model",
     "Number",
     "Result",
+    "Skipped",
     "infer",
     "infer_iter",
     "read_number",

@@ -153,13 +153,37 @@ def result_of(digit: int, probabilities: np.ndarray, source: str, mode: str, inp
     return r
 
 
+# A digit whose top probability is under IN_DOUBT_BELOW is in doubt (``Number.in_doubt``;
+# lenet-cli --digits says so): the shipped models are calibrated on held-out MNIST digits,
+# so a digit read at 0.6 is right about 60% of the time, and read_number's second reader
+# (number.RECHECK_BELOW) takes the same line.
+IN_DOUBT_BELOW = 0.6
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Ink in a number's image, a digit's size or larger, that no digit read holds: its box
+    (x, y, w, h in the image's pixels) and why it was left out: "rule line" (a long thin
+    stroke across the row), "margin" (it touches the image's edge), "off the row" (above or
+    below the digits), or "stray mark" (in the row, but read better as no digit)."""
+
+    box: tuple[int, int, int, int]
+    why: str
+
+
 @dataclass(frozen=True)
 class Number:
-    """A number read from one image: its digits left to right."""
+    """A number read from one image: its digits left to right, and the ink of a digit's
+    size that was left out (``skipped``), so that no mark is lost without a word."""
 
     digits: list[Result]  # one per digit, left to right
     boxes: list[tuple[int, int, int, int]]  # each digit's x, y, width, height in the image's pixels
     source: str = ""
+    skipped: tuple[Skipped, ...] = ()  # left to right
+
+    def in_doubt(self, below: float = IN_DOUBT_BELOW) -> list[int]:
+        """The indices of the digits whose confidence (top probability) is under ``below``."""
+        return [k for k, r in enumerate(self.digits) if r.confidence < below]
 
     @property
     def number(self) -> str:
@@ -172,7 +196,8 @@ class Number:
         return float(np.prod([r.confidence for r in self.digits]))
 
     def __repr__(self) -> str:
-        return f"Number({self.number!r}, confidence={self.confidence:.4f}, source={self.source!r})"
+        skipped = f", skipped={len(self.skipped)}" if self.skipped else ""
+        return f"Number({self.number!r}, confidence={self.confidence:.4f}, source={self.source!r}{skipped})"
 
 
 class _Batch:

@@ -240,6 +240,7 @@ def test_an_image_of_several_digits_says_so_and_points_at_read_number(client):
     assert ["note" in a for a in answers] == [False, True, False]
     number_read = client.post("/v1/read-number", content=number.read_bytes(), headers={"Content-Type": "image/jpeg"})
     assert number_read.json()["number"] == "0224353"
+    assert number_read.json()["in_doubt"] == [] and number_read.json()["skipped"] == []  # issue 63
 
 
 def test_the_other_routes(client):

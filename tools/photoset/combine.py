@@ -112,7 +112,7 @@ def main(argv=None):
         whole = 0
         for r in numbers:
             try:
-                nrows, _, _ = prepare_number(str(args.set / r["file"]), shape, read)
+                nrows, *_ = prepare_number(str(args.set / r["file"]), shape, read)
                 whole += "".join(str(d) for d in read(nrows.x).argmax(1)) == r["label"]
             except lenet.InputError:
                 pass

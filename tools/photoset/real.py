@@ -23,6 +23,7 @@ import os
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Optional
 
 import lenet
 
@@ -70,11 +71,14 @@ def labels(directory: Path) -> list[dict]:
     return rows
 
 
-def score(engine, directory: Path, halves=tuple(HALVES)) -> list[tuple[str, str, str, str, str, float, bool]]:
+def score(
+    engine, directory: Path, halves=tuple(HALVES), numbers: Optional[dict] = None
+) -> list[tuple[str, str, str, str, str, float, bool]]:
     """(half, kind, path, label, read, confidence, several) per image of ``halves``: a single
     digit read through ``infer`` ("none" when no digit is found), a number through
     ``read_number`` ("" when none is found); ``several``: whether ``infer``, asked for one
-    digit, said it saw several (``Result.several_digits``), for numbers and single digits alike."""
+    digit, said it saw several (``Result.several_digits``), for numbers and single digits alike.
+    ``numbers``, if given, gets each number's ``lenet.Number`` by its path."""
     rows = [r for r in labels(directory) if r["half"] in halves]
     found = {
         res.source: res for res in engine.infer([str(directory / r["path"]) for r in rows], on_error=lambda e: None)
@@ -89,6 +93,8 @@ def score(engine, directory: Path, halves=tuple(HALVES)) -> list[tuple[str, str,
             try:
                 n = engine.read_number(directory / r["path"])
                 read, conf = n.number, n.confidence
+                if numbers is not None:
+                    numbers[r["path"]] = n
             except lenet.InputError:
                 read, conf = "", 0.0
         out.append((r["half"], r["kind"], r["path"], r["label"], read, conf, several))

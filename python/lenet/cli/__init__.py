@@ -31,6 +31,7 @@ output was closed before the end (``| head``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -482,7 +483,7 @@ class _Run:
                 self.error(e)
                 self._flush(1)
                 continue
-            number = lenet.Number(number.digits, number.boxes, path)
+            number = dataclasses.replace(number, source=path)
             self.seen.write(path, [r.image for r in number.digits], numbered=True)
             self.done += 1
             if self.output is not None:

@@ -10,6 +10,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..results import IN_DOUBT_BELOW
+
 # The CLI's line for an image that holds several digits where one was asked for
 # (Result.several_digits): the digit printed is one of them.
 SEVERAL_DIGITS = "several digits seen: --digits reads them as a number"
@@ -29,7 +31,10 @@ def result_record(r, top_k: int, unsure_below: float) -> dict:
 
 
 def number_record(number, top_k: int, unsure_below: float) -> dict:
-    """A number read (--digits) as JSON, the same on standard output and in --output's JSON lines."""
+    """A number read (--digits) as JSON, the same on standard output and in --output's JSON
+    lines: each digit with its confidence and whether it is in doubt (under --unsure-below,
+    else results.IN_DOUBT_BELOW), and the marks of a digit's size left out (``skipped``)."""
+    below = unsure_below or IN_DOUBT_BELOW
     return {
         "path": number.source,
         "number": number.number,
@@ -40,10 +45,13 @@ def number_record(number, top_k: int, unsure_below: float) -> dict:
                 "confidence": r.confidence,
                 "box": list(box),
                 "top": [{"digit": d, "probability": p} for d, p in r.top(top_k)],
+                "in_doubt": r.confidence < below,
             }
             | ({"unsure": r.confidence < unsure_below} if unsure_below else {})
             for r, box in zip(number.digits, number.boxes)
         ],
+        "in_doubt_below": below,
+        "skipped": [{"box": list(s.box), "why": s.why} for s in number.skipped],
     }
 
 
@@ -101,6 +109,23 @@ class Output:
             pass
 
 
+def doubt_line(number, below: float) -> str:
+    """What a number's line adds when a digit is in doubt (top probability under
+    ``below``) or ink of a digit's size was skipped: "" when neither."""
+    said = []
+    doubted = number.in_doubt(below)
+    if doubted:
+        said.append(
+            "in doubt: "
+            + ", ".join(
+                f"digit {k + 1} ({number.digits[k].digit} at {100 * number.digits[k].confidence:.1f}%)" for k in doubted
+            )
+        )
+    if number.skipped:
+        said.append("skipped: " + ", ".join(f"{s.why} at {tuple(s.box)}" for s in number.skipped))
+    return "".join(f"; {s}" for s in said)
+
+
 def print_number(number, args) -> None:
     unsure = [r.confidence < args.unsure_below for r in number.digits]
     if args.json:
@@ -108,7 +133,8 @@ def print_number(number, args) -> None:
     else:
         shown = "".join("?" if u else str(r.digit) for r, u in zip(number.digits, unsure))
         digits = ", ".join(f"{r.digit}: {100 * r.confidence:.1f}%" for r in number.digits)
-        print(f"{number.source}: {shown} ({100 * number.confidence:.1f}%)  [{digits}]")
+        doubt = doubt_line(number, args.unsure_below or IN_DOUBT_BELOW)
+        print(f"{number.source}: {shown} ({100 * number.confidence:.1f}%)  [{digits}]{doubt}")
 
 
 class DebugWriter:

@@ -558,11 +558,12 @@ def check_batch_size(batch_size: Optional[int]) -> None:
 
 def prepare_number(
     image: Any, input_hwc: Sequence[int], probabilities: Callable[[np.ndarray], np.ndarray], channel_order: str = "rgb"
-) -> tuple[Rows, list[tuple[int, int, int, int]], str]:
+) -> tuple[Rows, list[tuple[int, int, int, int]], str, list[tuple[tuple[int, int, int, int], str]]]:
     """The digits of a number written left to right in one image (a path, bytes or an
-    array) as the model's rows, each digit's box (x, y, w, h) in the image, and the
-    image's label. ``probabilities`` (the engine: rows -> probabilities) chooses between
-    reading a wide blob as one digit or as several touching ones."""
+    array) as the model's rows, each digit's box (x, y, w, h) in the image, the
+    image's label, and the ink of a digit's size left out, as (box, why).
+    ``probabilities`` (the engine: rows -> probabilities) chooses between reading a wide
+    blob as one digit or as several touching ones."""
     need_cv2()
     label = "<bytes>" if isinstance(image, (bytes, bytearray, memoryview)) else "<array>"
     reduced = 1.0  # a big JPEG is decoded smaller, as for infer; the boxes are scaled back
@@ -587,7 +588,8 @@ def prepare_number(
     from . import number
 
     with _opencv_errors(sources[0], parts[0], "number"):
-        frames, boxes = number.find_number(parts[0], lambda frames: probabilities(rows(frames).x), sources[0])
+        frames, boxes, skipped = number.find_number(parts[0], lambda frames: probabilities(rows(frames).x), sources[0])
     if reduced != 1:
         boxes = [tuple(round(v * reduced) for v in box) for box in boxes]
-    return rows(frames), boxes, sources[0]
+        skipped = [(tuple(round(v * reduced) for v in box), why) for box, why in skipped]
+    return rows(frames), boxes, sources[0], skipped

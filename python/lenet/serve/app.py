@@ -495,6 +495,8 @@ def create_app(engine: Optional[Engine] = None, options: Optional[Options] = Non
                 {"digit": r.digit, "confidence": r.confidence, "box": list(box)}
                 for r, box in zip(number.digits, number.boxes)
             ],
+            "in_doubt": number.in_doubt(),
+            "skipped": [{"box": list(s.box), "why": s.why} for s in number.skipped],
         }
 
     @app.get("/v1/model")
