@@ -104,8 +104,7 @@ int64_t inputs_in(const lenet_engine* e, const void* x, size_t values, const flo
 // the decoder does not take; "" for what is no PNG.
 std::string png_header_str(const std::string& data) {
     static constexpr unsigned char kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    if (data.size() < 29 || std::memcmp(data.data(), kSignature, 8) != 0 || data.compare(12, 4, "IHDR") != 0)
-        return "";
+    if (data.size() < 29 || std::memcmp(data.data(), kSignature, 8) != 0 || data.compare(12, 4, "IHDR") != 0) return "";
     const auto be32 = [&](size_t at) {
         uint32_t v = 0;
         for (size_t i = 0; i < 4; ++i) v = v << 8 | uint8_t(data[at + i]);
@@ -181,8 +180,7 @@ lenet_error* lenet_options_set_allow_tf32(lenet_options* o, int allow) {
     return guarded([&] { given(o, "lenet_options_set_allow_tf32", "options")->options.allow_tf32 = allow != 0; });
 }
 lenet_error* lenet_options_set_cuda_graphs(lenet_options* o, int graphs) {
-    return guarded(
-        [&] { given(o, "lenet_options_set_cuda_graphs", "options")->options.cuda_graphs = graphs != 0; });
+    return guarded([&] { given(o, "lenet_options_set_cuda_graphs", "options")->options.cuda_graphs = graphs != 0; });
 }
 lenet_error* lenet_options_set_cuda_path(lenet_options* o, const char* path) {
     return guarded([&] {

@@ -274,7 +274,8 @@ def test_a_python_format_given_to_cpp_names_the_command(classify, tmp_path):
         assert proc.returncode == 1
         assert proc.stderr.strip() == (
             f"classify: {path}: {what}, not a lenet model file: the C++ API reads lenet's own format (.lenet), "
-            f"which Python writes from any model it loads: lenet-cli --weights {path} --save {path.with_suffix('.lenet')}"
+            f"which Python writes from any model it loads: lenet-cli --weights {path} "
+            f"--save {path.with_suffix('.lenet')}"
         )
 
 
