@@ -1,6 +1,7 @@
-// lenet's C++ API: the engine without Python. Installed with the Python package
-// (`python -m lenet --cmake-dir` gives the CMake package; find_package(lenet) then
-// target_link_libraries(app PRIVATE lenet::lenet)). docs/cpp.md shows a whole program.
+// lenet's C++ API: the engine without Python. Installed by a CMake-only build (<prefix>/include,
+// find_package(lenet) with <prefix> in CMAKE_PREFIX_PATH, or pkg-config's lenet) or with the
+// Python package (`python -m lenet --cmake-dir` gives its CMake package); then
+// target_link_libraries(app PRIVATE lenet::lenet). docs/cpp.md shows a whole program.
 //
 // Header-only, over the C ABI of liblenet.so.1 (lenet/lenet_c.h): everything here is
 // compiled into your program, so that these types (EngineOptions, ImageShape, the
@@ -9,7 +10,7 @@
 //
 // A model reaches C++ as lenet's own file (.lenet), written by Python after its Keras or
 // ONNX reader has read and checked it: `lenet.Engine("lenet5").save("lenet5.lenet")` or
-// `lenet-cli --weights FILE --save OUT.lenet`. The format is versioned, bounded and
+// `lenet-cli --weights FILE --save OUT.lenet` (lenet5's ships: share/lenet/lenet5.lenet). The format is versioned, bounded and
 // checksummed (csrc/net/model_file.h).
 //
 // Errors are exceptions (lenet/errors.h): ModelFileError, UnsupportedModelError,
