@@ -92,12 +92,33 @@ int64_t inputs_in(const lenet_engine* e, const void* x, size_t values, const flo
     const int64_t n = int64_t(values / size_t(per_input));
     if (capacity / size_t(per_output) < size_t(n))
         throw InputError(std::string(call) + ": room for " + number_str(capacity) + " floats, and " + number_str(n) +
-                         " inputs give " + number_str(n * per_output));
+                         (n == 1 ? " input gives " : " inputs give ") + number_str(n * per_output));
     if (n > 0) {
         given(x, call, "the input");
         given(out, call, "the output");
     }
     return n;
+}
+
+// What a PNG's header says it holds ("a PNG of 32 x 32 (8-bit gray)", height x width), for a message on a PNG
+// the decoder does not take; "" for what is no PNG.
+std::string png_header_str(const std::string& data) {
+    static constexpr unsigned char kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (data.size() < 29 || std::memcmp(data.data(), kSignature, 8) != 0 || data.compare(12, 4, "IHDR") != 0) return "";
+    const auto be32 = [&](size_t at) {
+        uint32_t v = 0;
+        for (size_t i = 0; i < 4; ++i) v = v << 8 | uint8_t(data[at + i]);
+        return v;
+    };
+    const int depth = uint8_t(data[24]), colour = uint8_t(data[25]), interlace = uint8_t(data[28]);
+    const char* kind = colour == 0   ? "gray"
+                       : colour == 2 ? "RGB"
+                       : colour == 3 ? "palette"
+                       : colour == 4 ? "gray + alpha"
+                       : colour == 6 ? "RGBA"
+                                     : "unknown colour type";
+    return "a PNG of " + number_str(be32(20)) + " x " + number_str(be32(16)) + " (" + number_str(depth) + "-bit " +
+           kind + (interlace ? ", interlaced" : "") + ")";
 }
 
 lenet_engine* engine_of(ModelFile file, const std::string& source, const lenet_options* options) {
@@ -121,41 +142,53 @@ void lenet_error_free(lenet_error* error) {
 const char* lenet_version(void) { return LENET_VERSION_STRING; }
 
 lenet_error* lenet_options_create(lenet_options** out) {
-    return guarded([&] { *given(out, "lenet_options_create", "out") = new lenet_options{}; });
+    return guarded([&] {
+        // out checked before anything is allocated (in `*given(out) = new ...`, C++17 makes
+        // the new first: a NULL out leaked it).
+        lenet_options** where = given(out, "lenet_options_create", "out");
+        *where = nullptr;
+        *where = new lenet_options{};
+    });
 }
 void lenet_options_free(lenet_options* options) { delete options; }
 
 lenet_error* lenet_options_set_device(lenet_options* o, const char* device) {
     return guarded([&] {
         const char* call = "lenet_options_set_device";
-        given(o, call, "the options")->options.device = text(device, call, "the device");
+        auto& options = given(o, call, "options")->options;
+        std::string value = text(device, call, "the device");
+        api::check_device(value);
+        options.device = std::move(value);
     });
 }
 lenet_error* lenet_options_set_threads(lenet_options* o, int threads) {
     return guarded([&] {
-        if (threads < 0 || threads > 1024)
-            throw InputError("threads must be an integer in [1, 1024] (or 0: the CPUs this process may run on), got " +
-                             number_str(threads));
-        given(o, "lenet_options_set_threads", "the options")->options.threads = threads;
+        api::check_threads(threads);
+        given(o, "lenet_options_set_threads", "options")->options.threads = threads;
     });
 }
 lenet_error* lenet_options_set_cpu_kernels(lenet_options* o, const char* kernels) {
     return guarded([&] {
         const char* call = "lenet_options_set_cpu_kernels";
-        given(o, call, "the options")->options.cpu_kernels = text(kernels, call, "the kernels");
+        auto& options = given(o, call, "options")->options;
+        std::string value = text(kernels, call, "the kernels");
+        api::check_cpu_kernels(value);
+        options.cpu_kernels = std::move(value);
     });
 }
 lenet_error* lenet_options_set_allow_tf32(lenet_options* o, int allow) {
-    return guarded([&] { given(o, "lenet_options_set_allow_tf32", "the options")->options.allow_tf32 = allow != 0; });
+    return guarded([&] { given(o, "lenet_options_set_allow_tf32", "options")->options.allow_tf32 = allow != 0; });
 }
 lenet_error* lenet_options_set_cuda_graphs(lenet_options* o, int graphs) {
-    return guarded(
-        [&] { given(o, "lenet_options_set_cuda_graphs", "the options")->options.cuda_graphs = graphs != 0; });
+    return guarded([&] { given(o, "lenet_options_set_cuda_graphs", "options")->options.cuda_graphs = graphs != 0; });
 }
 lenet_error* lenet_options_set_cuda_path(lenet_options* o, const char* path) {
     return guarded([&] {
         const char* call = "lenet_options_set_cuda_path";
-        given(o, call, "the options")->options.cuda_path = text(path, call, "the path");
+        auto& options = given(o, call, "options")->options;
+        std::string value = text(path, call, "the path");
+        api::check_cuda_path(value);
+        options.cuda_path = std::move(value);
     });
 }
 
@@ -255,10 +288,12 @@ lenet_error* lenet_read_gray_png(const char* path_, int height, int width, uint8
             data.append(buf, got);
             if (data.size() > (size_t(1) << 26)) throw InputError(path + ": larger than 64 MiB, not a small PNG");
         }
-        if (!decode_gray_png(data, height, width, out))
-            throw InputError(path + ": not an 8-bit grayscale PNG of " + number_str(height) + " x " +
-                             number_str(width) +
+        if (!decode_gray_png(data, height, width, out)) {
+            const std::string found = png_header_str(data);
+            throw InputError(path + ": " + (found.empty() ? "" : found + ", ") + "not an 8-bit grayscale PNG of " +
+                             number_str(height) + " x " + number_str(width) +
                              " (the core's decoder reads only those; Python's lenet.infer reads any image)");
+        }
     });
 }
 

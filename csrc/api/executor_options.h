@@ -14,11 +14,19 @@ namespace lenet::api {
 struct ExecutorOptions {
     std::string device = "cpu";  // "cpu" or "cuda"
     int threads = 0;             // 1..1024; 0: the CPUs this process may run on
-    std::string cpu_kernels = "auto";
+    std::string cpu_kernels = "auto";  // "auto", "avx512", "avx2", "generic", "blas" or "nchw"
     bool allow_tf32 = false;
     bool cuda_graphs = true;
     std::string cuda_path = "auto";  // "auto", "fused", "library" or "fast"
 };
+
+// Each option's check, as the C ABI's setters and executor_open make it: InputError naming the
+// option, its value and the values it takes. Whether this CPU runs the kernels named is
+// known when the engine is made (LENET_MAX_CPU_ISA is read then).
+void check_device(const std::string& device);
+void check_threads(int threads);
+void check_cpu_kernels(const std::string& kernels);
+void check_cuda_path(const std::string& path);
 
 // The CPUs this process may run on (its affinity mask), as Python's default_threads().
 int available_cpus();

@@ -369,9 +369,34 @@ LayerSpec read_layer(Reader& r, int64_t& params) {
 // float's range undefined.
 bool fits_float(double v) { return std::isfinite(v) && std::fabs(v) <= double(FLT_MAX); }
 
+// A file of a format Python reads (Keras' HDF5 or .keras, ONNX), by its signature or, for
+// ONNX (a protobuf, no signature), its name: what it is, or null for anything else.
+const char* python_format(std::string_view data, const std::string& where) {
+    const auto ends_with = [&](std::string_view tail) {
+        return where.size() >= tail.size() && where.compare(where.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    if (data.substr(0, 8) == std::string_view("\x89HDF\r\n\x1a\n", 8)) return "an HDF5 file (a Keras model)";
+    if (data.substr(0, 4) == std::string_view("PK\x03\x04", 4)) return "a zip archive (a .keras model)";
+    if (ends_with(".onnx")) return "an ONNX file";
+    return nullptr;
+}
+
+// The file the model would be saved as: `where` with its extension made .lenet.
+std::string lenet_name_for(const std::string& where) {
+    const size_t slash = where.find_last_of('/'), dot = where.find_last_of('.');
+    const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash) && dot > 0;
+    return (has_ext ? where.substr(0, dot) : where) + ".lenet";
+}
+
 ModelFile parse(std::string_view data, const std::string& where, Mode mode) {
     Reader r(data, where, mode);
     if (!is_model_file(data)) {
+        // A model Python reads, given to C++: what to run to get the file C++ reads.
+        if (const char* format = python_format(data, where); format && mode != Mode::check)
+            throw ModelFileError(where + ": " + format +
+                                 ", not a lenet model file: the C++ API reads lenet's own format (.lenet), which "
+                                 "Python writes from any model it loads: lenet-cli --weights " +
+                                 where + " --save " + lenet_name_for(where));
         if (data.size() < 8) r.fail("truncated: " + number_str(data.size()) + " bytes, shorter than the header");
         r.fail("no lenet model file header (the file does not start with \"LENETMDL\")");
     }

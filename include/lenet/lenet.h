@@ -1,6 +1,7 @@
-// lenet's C++ API: the engine without Python. Installed with the Python package
-// (`python -m lenet --cmake-dir` gives the CMake package; find_package(lenet) then
-// target_link_libraries(app PRIVATE lenet::lenet)). docs/cpp.md shows a whole program.
+// lenet's C++ API: the engine without Python. Installed by a CMake-only build (<prefix>/include,
+// find_package(lenet) with <prefix> in CMAKE_PREFIX_PATH, or pkg-config's lenet) or with the
+// Python package (`python -m lenet --cmake-dir` gives its CMake package); then
+// target_link_libraries(app PRIVATE lenet::lenet). docs/cpp.md shows a whole program.
 //
 // Header-only, over the C ABI of liblenet.so.1 (lenet/lenet_c.h): everything here is
 // compiled into your program, so that these types (EngineOptions, ImageShape, the
@@ -9,7 +10,7 @@
 //
 // A model reaches C++ as lenet's own file (.lenet), written by Python after its Keras or
 // ONNX reader has read and checked it: `lenet.Engine("lenet5").save("lenet5.lenet")` or
-// `lenet-cli --weights FILE --save OUT.lenet`. The format is versioned, bounded and
+// `lenet-cli --weights FILE --save OUT.lenet` (lenet5's ships: share/lenet/lenet5.lenet). The format is versioned, bounded and
 // checksummed (csrc/net/model_file.h).
 //
 // Errors are exceptions (lenet/errors.h): ModelFileError, UnsupportedModelError,
@@ -52,15 +53,22 @@ inline void check(lenet_error* error) {
 
 // How an Engine runs. The defaults suit a program that classifies now and then.
 struct EngineOptions {
+    // Each value is checked when an Engine is made: InputError naming the option, the value
+    // and the values it takes.
     // "cpu" or "cuda" (the GPU: the CUDA backend library, cuDNN and cuBLAS are loaded on
     // first use; CudaError naming what is missing where they or a GPU are not there).
     std::string device = "cpu";
     // CPU worker threads, 1..1024; 0: the CPUs this process may run on.
     int threads = 0;
     // "auto" (the best kernels this CPU runs, capped by $LENET_MAX_CPU_ISA where it is set),
-    // "avx512", "avx2", "generic" or "blas".
+    // "avx512", "avx2" or "generic" (a set this CPU runs: InputError listing them otherwise),
+    // "blas" (im2col + OpenBLAS: the reference path) or "nchw" (the CUDA backend's layout and
+    // algorithms on the CPU, to test the GPU path without a GPU).
     std::string cpu_kernels = "auto";
-    // CUDA only, as Python's Engine takes them.
+    // CUDA only, as Python's Engine takes them: TF32 tensor-core math, CUDA graphs, and
+    // cuda_path "auto" (the faster of the fused whole-network kernel and cuDNN + cuBLAS, timed,
+    // where the kernel can run the model), "fused" (the kernel wherever it can run), "library"
+    // (cuDNN + cuBLAS) or "fast" (auto's kernels, the faster transfers) (docs/gpu.md).
     bool allow_tf32 = false;
     bool cuda_graphs = true;
     std::string cuda_path = "auto";
@@ -183,25 +191,25 @@ public:
     const lenet_engine* handle() const { return handle_; }
 
 private:
-    // lenet_options made from EngineOptions, freed after the call.
+    // lenet_options made from EngineOptions, freed after the call, and when a setter throws
+    // (held from its creation: a constructor that throws runs no destructor of its own).
     class Options {
     public:
         explicit Options(const EngineOptions& o) {
-            detail::check(lenet_options_create(&options_));
-            detail::check(lenet_options_set_device(options_, o.device.c_str()));
-            detail::check(lenet_options_set_threads(options_, o.threads));
-            detail::check(lenet_options_set_cpu_kernels(options_, o.cpu_kernels.c_str()));
-            detail::check(lenet_options_set_allow_tf32(options_, o.allow_tf32));
-            detail::check(lenet_options_set_cuda_graphs(options_, o.cuda_graphs));
-            detail::check(lenet_options_set_cuda_path(options_, o.cuda_path.c_str()));
+            lenet_options* created = nullptr;
+            detail::check(lenet_options_create(&created));
+            options_.reset(created);
+            detail::check(lenet_options_set_device(get(), o.device.c_str()));
+            detail::check(lenet_options_set_threads(get(), o.threads));
+            detail::check(lenet_options_set_cpu_kernels(get(), o.cpu_kernels.c_str()));
+            detail::check(lenet_options_set_allow_tf32(get(), o.allow_tf32));
+            detail::check(lenet_options_set_cuda_graphs(get(), o.cuda_graphs));
+            detail::check(lenet_options_set_cuda_path(get(), o.cuda_path.c_str()));
         }
-        ~Options() { lenet_options_free(options_); }
-        Options(const Options&) = delete;
-        Options& operator=(const Options&) = delete;
-        const lenet_options* get() const { return options_; }
+        lenet_options* get() const { return options_.get(); }
 
     private:
-        lenet_options* options_ = nullptr;
+        std::unique_ptr<lenet_options, void (*)(lenet_options*)> options_{nullptr, lenet_options_free};
     };
 
     Engine() = default;

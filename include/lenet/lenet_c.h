@@ -68,9 +68,12 @@ LENET_API lenet_error* lenet_options_set_device(lenet_options* options, const ch
 /* CPU worker threads, 1..1024; 0: the CPUs this process may run on. */
 LENET_API lenet_error* lenet_options_set_threads(lenet_options* options, int threads);
 /* "auto" (the best kernels this CPU runs, capped by $LENET_MAX_CPU_ISA where it is set), "avx512",
- * "avx2", "generic" or "blas". */
+ * "avx2" or "generic" (whether this CPU runs the set is known when an engine is loaded), "blas"
+ * (im2col + OpenBLAS, the reference path) or "nchw" (the CUDA backend's layout on the CPU). */
 LENET_API lenet_error* lenet_options_set_cpu_kernels(lenet_options* options, const char* kernels);
-/* CUDA only, as Python's Engine takes them. */
+/* CUDA only, as Python's Engine takes them (docs/gpu.md): TF32 math, CUDA graphs, and the path:
+ * "auto" (the faster of the fused whole-network kernel and cuDNN + cuBLAS where the kernel can
+ * run the model), "fused", "library" (cuDNN + cuBLAS) or "fast" (auto's kernels, faster transfers). */
 LENET_API lenet_error* lenet_options_set_allow_tf32(lenet_options* options, int allow);
 LENET_API lenet_error* lenet_options_set_cuda_graphs(lenet_options* options, int graphs);
 LENET_API lenet_error* lenet_options_set_cuda_path(lenet_options* options, const char* path);

@@ -8,6 +8,9 @@
 //   core_cycles threads N     8 threads x N calls on one Executor, and 8 threads on
 //                             their own Executors: every answer bit-identical to the
 //                             serial one
+//   core_cycles pool N        4 threads x N parallel_for jobs at once on one ThreadPool
+//                             (every index run once, each job's writes seen by its
+//                             caller; a throwing job rethrows in its caller only)
 //
 // Prints "ok ..." and exits 0; a wrong answer exits 1; a sanitizer report exits non-zero.
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include "net/network.h"
 #include "runtime/executor.h"
 #include "support/errors.h"
+#include "support/thread_pool.h"
 
 using namespace lenet;
 
@@ -257,17 +261,56 @@ int threads(int n) {
     return 0;
 }
 
+int pool(int n) {
+    ThreadPool workers(3);
+    const int kCallers = 4;
+    std::vector<int> wrong(kCallers, 0), rethrown(kCallers, 0);
+    auto caller = [&](int c) {
+        for (int k = 0; k < n; ++k) {
+            // Plain writes, one index each: the pool's hand-over must order them before
+            // parallel_for returns (TSan checks it).
+            std::vector<int> hits(size_t(1 + (k + c) % 17), 0);
+            workers.parallel_for(int(hits.size()), [&](int i) { hits[size_t(i)] += i + 1; });
+            for (size_t i = 0; i < hits.size(); ++i)
+                if (hits[i] != int(i) + 1) ++wrong[c];
+            if (k % 10 == c) {
+                try {
+                    workers.parallel_for(5, [&](int i) {
+                        if (i == 3) throw InputError("job " + std::to_string(c));
+                    });
+                } catch (const InputError& e) {
+                    rethrown[c] += std::string(e.what()) == "job " + std::to_string(c);
+                }
+            }
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int c = 0; c < kCallers; ++c) threads.emplace_back(caller, c);
+    for (auto& t : threads) t.join();
+    for (int c = 0; c < kCallers; ++c) {
+        const int throws = (n - c + 9) / 10;  // the k < n with k % 10 == c
+        if (wrong[c] || rethrown[c] != throws) {
+            std::fprintf(stderr, "caller %d: %d wrong jobs, %d of %d exceptions rethrown\n", c, wrong[c], rethrown[c],
+                         throws);
+            return 1;
+        }
+    }
+    std::printf("ok pool callers=%d jobs=%d\n", kCallers, n);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc != 3) {
-        std::fprintf(stderr, "usage: %s cycles|threads N\n", argv[0]);
+        std::fprintf(stderr, "usage: %s cycles|threads|pool N\n", argv[0]);
         return 2;
     }
     const int n = std::atoi(argv[2]);
     try {
         if (std::string(argv[1]) == "cycles") return cycles(n);
         if (std::string(argv[1]) == "threads") return threads(n);
+        if (std::string(argv[1]) == "pool") return pool(n);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "unexpected exception: %s\n", e.what());
         return 1;

@@ -454,11 +454,16 @@ def test_batch_split_matches_single_images(threads):
     np.testing.assert_allclose(whole[::13], one, atol=1e-6, rtol=1e-6)
 
 
-def test_cpu_kernel_sets():
+def test_cpu_kernel_sets(monkeypatch):
     assert KERNELS[-2:] == ["blas", "nchw"] and "generic" in KERNELS
     assert lenet.cpu_kernel_sets() == KERNELS
-    with pytest.raises(lenet.InputError, match="not available"):
-        run([layer("max_pool2d", kernel=(2, 2), strides=(2, 2))], np.zeros((1, 4, 4, 1), np.float32), kernels="neon")
+    pool = [layer("max_pool2d", kernel=(2, 2), strides=(2, 2))]
+    with pytest.raises(lenet.InputError, match=r"unknown CPU kernels 'sse9' \(expected 'auto', 'avx512', 'avx2'"):
+        run(pool, np.zeros((1, 4, 4, 1), np.float32), kernels="sse9")
+    # A set this CPU does not run (here: capped away) is refused when the engine is made.
+    monkeypatch.setenv("LENET_MAX_CPU_ISA", "generic")
+    with pytest.raises(lenet.InputError, match="CPU kernels 'avx2' are not available on this CPU"):
+        run(pool, np.zeros((1, 4, 4, 1), np.float32), kernels="avx2")
 
 
 def test_a_network_that_computes_nothing_is_refused():

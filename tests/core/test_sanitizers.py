@@ -9,8 +9,15 @@
   modules, with libasan and libubsan preloaded into Python (leak detection off there:
   CPython itself does not free everything at exit).
 
-Any sanitizer report fails the test, with the report. The build goes to build/sanitizers/
-(incremental; minutes from scratch on 2 cores: a slow job, run where LENET_SLOW_TESTS=1, as CI does).
+And the thread job: the core built with ThreadSanitizer (build/tsan/, the C++ library
+alone, LENET_PYTHON=OFF), tests/core/core_cycles.cpp against it: 4 threads submitting
+parallel_for jobs to one ThreadPool at once (plain writes handed over, exceptions
+rethrown), and the 8-thread calls on shared and own Executors of 2 threads (the pool under
+the executor).
+
+Any sanitizer report fails the test, with the report. The builds go to build/sanitizers/
+and build/tsan/ (incremental; minutes from scratch on 2 cores: slow jobs, run where
+LENET_SLOW_TESTS=1, as CI does).
 """
 
 from __future__ import annotations
@@ -107,6 +114,7 @@ def sanitized():
         f"-DPython_EXECUTABLE={sys.executable}",
         f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
         f"-DSKBUILD_PROJECT_VERSION={lenet.__version__}",
+        "-DLENET_PYTHON=ON",
     ]
     if shutil.which("ninja"):
         configure += ["-G", "Ninja"] if not (BUILD / "CMakeCache.txt").exists() else []
@@ -217,3 +225,108 @@ def test_the_build_is_really_sanitized(sanitized):
         )
         assert "__asan_" in syms and "__ubsan_" in syms, lib
     assert sysconfig.get_config_var("EXT_SUFFIX") in " ".join(p.name for p in (pkg / "lenet").iterdir())
+
+
+# ---- ThreadSanitizer
+
+TSAN_BUILD = REPO / "build" / "tsan"
+TSAN = "-fsanitize=thread"
+TSAN_REPORT = re.compile(r"WARNING: ThreadSanitizer|SUMMARY: ThreadSanitizer|ThreadSanitizer: ")
+
+
+@pytest.fixture(scope="module")
+def tsan_driver():
+    """The core's archive built with ThreadSanitizer (no Python modules), and core_cycles on it."""
+    cmake = _need("cmake")
+    gxx = _need("g++")
+    _runtime("libtsan.so")
+    flags = f"{TSAN} -fno-omit-frame-pointer -g -O1"
+    configure = [
+        cmake,
+        "-S",
+        str(REPO),
+        "-B",
+        str(TSAN_BUILD),
+        "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+        "-DLENET_CUDA=OFF",
+        "-DLENET_PYTHON=OFF",
+        f"-DCMAKE_CXX_FLAGS={flags}",
+        f"-DCMAKE_SHARED_LINKER_FLAGS={TSAN}",
+    ]
+    if shutil.which("ninja") and not (TSAN_BUILD / "CMakeCache.txt").exists():
+        configure += ["-G", "Ninja"]
+    proc = _run(configure, timeout=600)
+    if proc.returncode != 0 and "no OpenBLAS was found" in proc.stdout + proc.stderr:
+        import scipy_openblas32  # no system OpenBLAS: the wheel's
+
+        configure += [
+            "-DLENET_BLAS=scipy-openblas",
+            f"-DSCIPY_OPENBLAS32_DIR={os.path.dirname(scipy_openblas32.get_lib_dir())}",
+        ]
+        proc = _run(configure, timeout=600)
+    _fail_on_reports(proc, "configuring the ThreadSanitizer build")
+    _fail_on_reports(
+        _run([cmake, "--build", str(TSAN_BUILD), "--target", "lenet_core_static", "-j", "2"], timeout=1800),
+        "building the core with ThreadSanitizer",
+    )
+    cache = (TSAN_BUILD / "CMakeCache.txt").read_text()
+    libraries = re.findall(r"^(?:OPENBLAS_LIBRARY|PNG_LIBRARY_RELEASE):FILEPATH=(/.+)$", cache, re.M)
+    driver = TSAN_BUILD / "core_cycles"
+    src = TESTS / "core" / "core_cycles.cpp"
+    archive = TSAN_BUILD / "liblenet_core_static.a"
+    if not driver.exists() or driver.stat().st_mtime < max(src.stat().st_mtime, archive.stat().st_mtime):
+        rpaths = [f"-Wl,-rpath,{os.path.dirname(lib)}" for lib in libraries]
+        _fail_on_reports(
+            _run(
+                [
+                    gxx,
+                    "-std=c++17",
+                    *flags.split(),
+                    "-I",
+                    str(REPO / "csrc"),
+                    str(src),
+                    "-o",
+                    str(driver),
+                    str(archive),
+                    *libraries,
+                    *rpaths,
+                    "-pthread",
+                ],  # fmt: skip
+                timeout=600,
+            ),
+            "building tests/core/core_cycles.cpp with ThreadSanitizer",
+        )
+    return driver
+
+
+def _tsan_run(driver, *args):
+    env = dict(os.environ, TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1", OPENBLAS_NUM_THREADS="1")
+    proc = _run([str(driver), *args], env=env, timeout=1200)
+    log = proc.stdout + proc.stderr
+    m = TSAN_REPORT.search(log)
+    if m or proc.returncode != 0:
+        start = max(0, (m.start() if m else len(log)) - 2000)
+        pytest.fail(
+            f"core_cycles {' '.join(args)} under ThreadSanitizer: exit {proc.returncode}\n{log[start : start + 12000]}",
+            pytrace=False,
+        )
+    return log
+
+
+def test_the_thread_pool_under_tsan(tsan_driver):
+    log = _tsan_run(tsan_driver, "pool", "2000")
+    assert "ok pool callers=4 jobs=2000" in log, log
+
+
+def test_threads_on_executors_under_tsan(tsan_driver):
+    log = _tsan_run(tsan_driver, "threads", "40")
+    assert "ok threads=8 calls=40 models=4" in log, log
+
+
+def test_the_tsan_build_is_really_instrumented(tsan_driver):
+    """A test that cannot fail is a defect: the driver and the core carry TSan's calls."""
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm is not on the PATH")
+    for binary in (tsan_driver, TSAN_BUILD / "liblenet_core_static.a"):
+        assert "__tsan_" in _run([nm, str(binary)]).stdout, binary

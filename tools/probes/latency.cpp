@@ -3,12 +3,12 @@
 // virtual machine whose speed wanders, the two minima are taken in the same conditions.
 //
 //   c++ -O2 -std=c++17 -I include -I BUILD/generated/include tools/probes/latency.cpp
-//       -L BUILD -l:liblenet.so.1 -Wl,-rpath,BUILD -o /tmp/latency
+//       -L BUILD -llenet -Wl,-rpath,BUILD -o /tmp/latency
 //   taskset -c 1 /tmp/latency weights/lenet5.lenet avx2 416520 [BATCH] [SECONDS] [THREADS]
 //
-// (BUILD: a CMake build of the library, e.g. cmake -S . -B /tmp/b -G Ninja -DLENET_CUDA=OFF
-// -DSKBUILD_PROJECT_VERSION=0.1.0 -Dpybind11_DIR=$(python -m pybind11 --cmakedir) && ninja -C
-// /tmp/b lenet; MACS: the model's multiply-adds per image, as lenet-bench's header gives them:
+// (BUILD: a CMake-only build of the library, cmake -S . -B /tmp/b -G Ninja -DLENET_CUDA=OFF
+// && ninja -C /tmp/b lenet; or, installed, $(pkg-config --cflags --libs lenet) for the -I and
+// -L (docs/cpp.md); MACS: the model's multiply-adds per image, as lenet-bench's header gives them:
 // lenet5 416,520, lenet-keras 193,856, lenet-tf 13,883,904.) Prints per image: the minimum and median over blocks of
 // 200 calls, the FMA floor (the model's multiply-adds at the rate of one thread's independent vfmadd231ps, 8 lanes on
 // AVX2, measured after every block) and the ratios. x86-64 with AVX2 only.

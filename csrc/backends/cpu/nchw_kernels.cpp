@@ -142,8 +142,7 @@ public:
     Dense(const Step& s, const nchw::Constants& k) : s_(s), k_(k) {}
     void run(Inputs x, float* y, int n, ThreadPool*) override {
         const int in = int(s_.in.size()), out = s_.out.c;
-        scipy_cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, out, n, in, 1.f, k_.weights.data(), out, x[0], in,
-                          0.f, y, out);
+        blas::sgemm_nn_col_major(out, n, in, k_.weights.data(), out, x[0], in, 0.f, y, out);
         const int64_t count = int64_t(n) * out;
         for (int64_t i = 0; i < count; ++i) y[i] = nchw::bias_act(y[i], k_.bias.data(), i, out, 1, s_.act);
     }
