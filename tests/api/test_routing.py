@@ -135,7 +135,7 @@ def test_an_engine_on_auto_routes_and_answers_as_the_cpu_where_its_gpu_cannot_be
     if lenet.cuda_available():
         pytest.skip("a GPU is usable here: tools/gpu-check times the routing on it")
     monkeypatch.setenv(routing.OPT_IN_VARIABLE, "1")
-    monkeypatch.setattr(lenet.engine, "cuda_built", lambda: True)
+    monkeypatch.setattr(lenet.device, "cuda_built", lambda: True)
     monkeypatch.setattr(_native, "driver_present", lambda: True)
     x = np.random.default_rng(67).random((4096, 28, 28, 1), dtype=np.float32)
     cpu = lenet.Engine("lenet5", device="cpu", threads=1)
