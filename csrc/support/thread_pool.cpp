@@ -58,16 +58,18 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::work_on(Job& job) {
     for (int i; (i = job.next.fetch_add(1)) < job.n;) {
-        std::exception_ptr error;
-        try {
-            (*job.fn)(i);
-        } catch (...) {
-            error = std::current_exception();
-        }
-        if (error) {
-            std::lock_guard<std::mutex> lock(job.mutex);
-            if (!job.error) job.error = error;
-        }
+        {
+            std::exception_ptr error;
+            try {
+                (*job.fn)(i);
+            } catch (...) {
+                error = std::current_exception();
+            }
+            if (error) {
+                std::lock_guard<std::mutex> lock(job.mutex);
+                if (!job.error) job.error = std::move(error);
+            }
+        }  // this thread's reference to an exception dropped before `done` lets the caller go on
         if (job.done.fetch_add(1) + 1 == job.n) {
             std::lock_guard<std::mutex> lock(job.mutex);  // a waiter checks `done` under it
             job.finished.notify_all();
@@ -133,7 +135,16 @@ void ThreadPool::parallel_for(int n, const std::function<void(int)>& fn) {
                 break;
             }
     }
-    if (job->error) std::rethrow_exception(job->error);
+    // The exception leaves the job here, so that a worker dropping the job last never
+    // destroys it while the caller still reads it. (The exception's reference count is
+    // atomic, but inside libstdc++, where ThreadSanitizer does not see it: it reported the
+    // destructor on a worker racing with the caller's catch.)
+    std::exception_ptr error;
+    {
+        std::lock_guard<std::mutex> lock(job->mutex);
+        error = std::move(job->error);
+    }
+    if (error) std::rethrow_exception(error);
 }
 
 }  // namespace lenet
