@@ -670,3 +670,14 @@ def test_ratios_have_two_significant_figures_and_never_round_to_zero():
     got = [fmt_x(v) for v in (0.0000237, 0.00234, 0.834, 1.0, 1.26, 9.96, 17.4, 937.0, 12345.0)]
     assert got == ["0.000024×", "0.0023×", "0.83×", "1.0×", "1.3×", "10×", "17×", "940×", "12,000×"]
     assert fmt_x(None) == "—"
+
+
+def test_the_runs_own_threads_do_not_make_the_machine_busy():
+    # The 1-minute load average at the end counts the run's own threads: 2 threads on 2
+    # cores are not other work (the full run of 2026-12-06 said "busy" at 0.67 -> 1.84).
+    from lenet.bench.report import busy
+
+    machine = {"cores": 2, "threads": 2, "load_average_start": 0.67}
+    assert not busy({**machine, "load_average_end": 1.84})
+    assert busy({**machine, "load_average_end": 3.5})  # 1.5 beyond the run's own
+    assert busy({**machine, "load_average_start": 1.5, "load_average_end": 1.5})  # others before it began

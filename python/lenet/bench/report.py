@@ -207,11 +207,19 @@ def infer_lines(header: dict) -> list[str]:
     return lines
 
 
+def busy(m: dict) -> bool:
+    """Whether other work used the machine: a load above half its cores before the run, or
+    at its end beyond the run's own threads (the 1-minute average then counts them)."""
+    start = m["load_average_start"]
+    end = m.get("load_average_end", start) - m.get("threads", 0)
+    return max(start, end) > m["cores"] / 2
+
+
 def _load(m: dict) -> str:
     """The 1-minute load average at start and end, with a warning when others used the machine."""
     loads = [m["load_average_start"], m.get("load_average_end", m["load_average_start"])]
     text = " at start, ".join(f"{v:.2f}" for v in loads) + " at end"
-    if max(loads) > m["cores"] / 2:
+    if busy(m):
         text += f" on {m['cores']} cores: the machine was busy with other work, the figures are noisy"
     return text
 
@@ -457,14 +465,14 @@ def figure(path: Path, header: dict, results: list[dict]) -> Optional[str]:
         ax_t.grid(True, which="both", alpha=0.3)
         ax_t.legend(fontsize=7, loc="best")
     m = header["machine"]
-    busy = max(m["load_average_start"], m.get("load_average_end", 0)) > m["cores"] / 2
     fig.suptitle(
-        f"lenet-bench — {m['cpu']}, {m['cores']} cores, {m['threads']} threads, "
+        f"lenet-bench — {m['cpu']}" + (f" ({m['isa']}; lenet's kernels {m['lenet_kernels']})" if m.get("isa") else "")
+        + f", {m['cores']} cores, {m['threads']} threads, "
         f"{m['gpu'] or 'no GPU'} — {m['date'][:10]}"
-        + (" — the machine was busy with other work: noisy figures" if busy else ""),
+        + (" — the machine was busy with other work: noisy figures" if busy(m) else ""),
         fontsize=10,
     )
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))  # room for the title above the first row
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return None
