@@ -466,7 +466,8 @@ def figure(path: Path, header: dict, results: list[dict]) -> Optional[str]:
         ax_t.legend(fontsize=7, loc="best")
     m = header["machine"]
     fig.suptitle(
-        f"lenet-bench — {m['cpu']}" + (f" ({m['isa']}; lenet's kernels {m['lenet_kernels']})" if m.get("isa") else "")
+        f"lenet-bench — {m['cpu']}"
+        + (f" ({m['isa']}; lenet's kernels {m['lenet_kernels']})" if m.get("isa") else "")
         + f", {m['cores']} cores, {m['threads']} threads, "
         f"{m['gpu'] or 'no GPU'} — {m['date'][:10]}"
         + (" — the machine was busy with other work: noisy figures" if busy(m) else ""),
