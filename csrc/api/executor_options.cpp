@@ -32,11 +32,11 @@ void check_threads(int threads) {
 void check_cpu_kernels(const std::string& kernels) {
     // The sets any build may hold (csrc/backends/cpu/direct.cpp), the BLAS path, and the CUDA
     // backend's layout on the CPU.
-    static constexpr const char* kKnown[] = {"auto", "avx512", "avx2", "generic", "blas", "nchw"};
+    static constexpr const char* kKnown[] = {"auto", "avx512", "avx2", "neon", "generic", "blas", "nchw"};
     for (const char* k : kKnown)
         if (kernels == k) return;
     throw InputError("unknown CPU kernels '" + kernels +
-                     "' (expected 'auto', 'avx512', 'avx2', 'generic', 'blas' or 'nchw')");
+                     "' (expected 'auto', 'avx512', 'avx2', 'neon', 'generic', 'blas' or 'nchw')");
 }
 
 void check_cuda_path(const std::string& path) {

@@ -14,7 +14,7 @@ namespace lenet::api {
 struct ExecutorOptions {
     std::string device = "cpu";  // "cpu" or "cuda"
     int threads = 0;             // 1..1024; 0: the CPUs this process may run on
-    std::string cpu_kernels = "auto";  // "auto", "avx512", "avx2", "generic", "blas" or "nchw"
+    std::string cpu_kernels = "auto";  // "auto", "avx512", "avx2", "neon", "generic", "blas" or "nchw"
     bool allow_tf32 = false;
     bool cuda_graphs = true;
     std::string cuda_path = "auto";  // "auto", "fused", "library" or "fast"

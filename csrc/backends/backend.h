@@ -167,8 +167,8 @@ inline int pow2_capacity(int n, int cap) {
 // Options every backend factory receives.
 struct BackendOptions {
     int threads = 1;          // CPU worker threads
-    // CPU: "auto" (the best direct kernels this CPU runs), "avx512", "avx2",
-    // "generic", or "blas" (im2col + SGEMM everywhere: the reference path).
+    // CPU: "auto" (the best direct kernels this CPU runs), "avx512", "avx2", "neon"
+    // (aarch64), "generic", or "blas" (im2col + SGEMM everywhere: the reference path).
     std::string cpu_kernels = "auto";
     bool allow_tf32 = false;  // CUDA: permit TF32 tensor-core math
     bool cuda_graphs = true;  // CUDA: capture each plan's forward pass and replay it

@@ -39,7 +39,8 @@ __version__ = _core.__version__
 
 
 def cpu_kernel_sets() -> list:
-    """The CPU kernel sets this CPU runs, best first ("avx512", "avx2", "generic"),
+    """The CPU kernel sets this CPU runs, best first ("avx512", "avx2", "generic" on
+    x86-64; "neon", "generic" on aarch64),
     then "blas" (the im2col + OpenBLAS reference path): values for
     ``Engine(cpu_kernels=...)``."""
     return list(_core.cpu_kernel_sets())

@@ -61,7 +61,7 @@ class Engine:
     (docs/gpu.md: faster transfers, not yet run on a GPU); ``describe()`` says which
     each plan took, its transfer, and why. CPU only: ``cpu_kernels`` is
     "auto" (the best hand-written kernels this CPU runs), "avx512", "avx2",
-    "generic", or "blas" (im2col + OpenBLAS SGEMM: the reference path);
+    "neon" (aarch64), "generic", or "blas" (im2col + OpenBLAS SGEMM: the reference path);
     ``lenet.cpu_kernel_sets()`` lists what this CPU runs.
     ``recheck_with``: the second reader of ``read_number``, which reads again the
     candidate digits this model is unsure of (weights as ``weights`` takes them, of the

@@ -250,7 +250,9 @@ def test_the_setters_check_their_values(api_checks):
     said = dict(line.split(": ", 1) for line in proc.stdout.splitlines())
     assert said == {
         "device": "unknown device 'tpu' (expected 'cpu' or 'cuda')",
-        "cpu_kernels": "unknown CPU kernels 'sse9' (expected 'auto', 'avx512', 'avx2', 'generic', 'blas' or 'nchw')",
+        "cpu_kernels": (
+            "unknown CPU kernels 'sse9' (expected 'auto', 'avx512', 'avx2', 'neon', 'generic', 'blas' or 'nchw')"
+        ),
         "cuda_path": "cuda_path must be 'auto', 'fused', 'library' or 'fast', not 'warp'",
         "threads": "threads must be an integer in [1, 1024] (or 0: the CPUs this process may run on), got 2000",
         "null options": "lenet_options_set_device: options is NULL",

@@ -13,35 +13,39 @@
 
 namespace lenet::cpu {
 
-#if !defined(LENET_GENERIC_ONLY)
+#if defined(LENET_KERNEL_SETS_X86)
 extern const KernelTable kTable_avx512;
 extern const KernelTable kTable_avx2;
+#elif defined(LENET_KERNEL_SETS_NEON)
+extern const KernelTable kTable_neon;
 #endif
 extern const KernelTable kTable_generic;
 
-// LENET_MAX_CPU_ISA (avx512, avx2 or generic) caps the sets below at one this CPU runs,
-// as ONEDNN_MAX_CPU_ISA does oneDNN's: an AVX-512 machine then runs, and tests, what an
-// AVX2 laptop runs. Read on every call: a test may set it per process.
+// LENET_MAX_CPU_ISA (avx512, avx2, neon or generic) caps the sets below at one this CPU
+// runs, as ONEDNN_MAX_CPU_ISA does oneDNN's: an AVX-512 machine then runs, and tests, what
+// an AVX2 laptop runs. Read on every call: a test may set it per process.
 std::vector<const KernelTable*> supported_tables() {
     std::vector<const KernelTable*> tables;
-#if !defined(LENET_GENERIC_ONLY)
+#if defined(LENET_KERNEL_SETS_X86)
     __builtin_cpu_init();
     // GCC's checks include the OS saving the wider registers (XGETBV).
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma"))
         tables.push_back(&kTable_avx512);
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) tables.push_back(&kTable_avx2);
+#elif defined(LENET_KERNEL_SETS_NEON)
+    tables.push_back(&kTable_neon);  // Advanced SIMD is part of every aarch64 CPU
 #endif
     tables.push_back(&kTable_generic);
     const char* cap = std::getenv(kMaxIsaVariable);
     if (!cap || !*cap) return tables;
-    static constexpr const char* kOrder[] = {"avx512", "avx2", "generic"};  // widest first
+    static constexpr const char* kOrder[] = {"avx512", "avx2", "neon", "generic"};  // widest first
     int rank = -1;
-    for (int i = 0; i < 3; ++i)
+    for (int i = 0; i < 4; ++i)
         if (std::strcmp(cap, kOrder[i]) == 0) rank = i;
     if (rank < 0)
         throw InputError(std::string(kMaxIsaVariable) + "='" + cap +
-                         "': not a CPU kernel set (avx512, avx2 or generic; unset for the best this CPU runs)");
+                         "': not a CPU kernel set (avx512, avx2, neon or generic; unset for the best this CPU runs)");
     const auto above_cap = [&](const KernelTable* t) {
         for (int i = 0; i < rank; ++i)
             if (std::strcmp(t->isa, kOrder[i]) == 0) return true;

@@ -90,7 +90,7 @@ struct WinogradArgs {
 };
 
 struct KernelTable {
-    const char* isa;         // "avx512", "avx2", "generic"
+    const char* isa;         // "avx512", "avx2", "neon", "generic"
     int width;               // floats in a vector: 16, 8, 4
     // Whether conv reads row-planar input (planar_in) faster than NHWC: AVX-512's tiles
     // of 10-14 pixels need no register per pixel there; AVX2's of 2 gain nothing and
@@ -182,7 +182,7 @@ inline constexpr const char* kMaxIsaVariable = "LENET_MAX_CPU_ISA";
 // Tables compiled into this library, best first, that this CPU can run, at most the
 // widest $LENET_MAX_CPU_ISA names; throws InputError for a value that names no set.
 std::vector<const KernelTable*> supported_tables();
-// "auto" (the best supported), "avx512", "avx2" or "generic"; throws InputError
+// "auto" (the best supported), "avx512", "avx2", "neon" or "generic"; throws InputError
 // for an unknown name or one this CPU cannot run.
 const KernelTable* table_named(const std::string& name);
 

@@ -21,7 +21,7 @@
 #include "winograd_transforms.h"
 
 #ifndef LENET_ISA
-#error "compile with -DLENET_ISA=avx512|avx2|generic"
+#error "compile with -DLENET_ISA=avx512|avx2|neon|generic"
 #endif
 #define LENET_CAT2(a, b) a##b
 #define LENET_CAT(a, b) LENET_CAT2(a, b)
@@ -32,8 +32,8 @@ namespace lenet::cpu {
 namespace LENET_ISA {
 namespace {
 
-// The hardware vector: 16 lanes on AVX-512, 8 on AVX2, 4 on SSE2. A packed
-// block of 16 output channels is kPerBlock of them.
+// The hardware vector: 16 lanes on AVX-512, 8 on AVX2, 4 on SSE2 and on aarch64's
+// Advanced SIMD (NEON). A packed block of 16 output channels is kPerBlock of them.
 #if defined(__AVX512F__)
 constexpr int kWidth = 16;
 #elif defined(__AVX2__)
@@ -45,9 +45,13 @@ constexpr int kPerBlock = kLanes / kWidth;
 using V = float __attribute__((vector_size(kWidth * sizeof(float))));
 
 // Accumulators that fit in the register file next to a tile's weights and one
-// broadcast input: 32 AVX-512 registers, 16 AVX2 or SSE registers.
+// broadcast input: 32 AVX-512 registers, 16 AVX2 or SSE registers; the neon set's 32
+// aarch64 registers hold 24 beside a block's 4 weight vectors (the generic set, the same
+// instructions, keeps the 16-register tiles).
 #if defined(__AVX512F__)
 constexpr int kAccBudget = 28;
+#elif defined(LENET_NEON_REGISTERS)
+constexpr int kAccBudget = 24;
 #else
 constexpr int kAccBudget = 12;
 #endif
