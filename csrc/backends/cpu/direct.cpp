@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <thread>
 
 #include "../../support/errors.h"
@@ -41,7 +42,7 @@ std::vector<const KernelTable*> supported_tables() {
     if (!cap || !*cap) return tables;
     static constexpr const char* kOrder[] = {"avx512", "avx2", "neon", "generic"};  // widest first
     int rank = -1;
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < int(std::size(kOrder)); ++i)
         if (std::strcmp(cap, kOrder[i]) == 0) rank = i;
     if (rank < 0)
         throw InputError(std::string(kMaxIsaVariable) + "='" + cap +
