@@ -58,7 +58,7 @@ public:
         if (!table_ || (s.op != OpKind::conv2d && s.op != OpKind::dense)) return nullptr;
         if (s.op == OpKind::conv2d && (s.groups != 1 || s.dh != 1 || s.dw != 1)) return nullptr;
         auto p = std::make_shared<PackedStep>();
-        if (s.op == OpKind::conv2d && winograd_fits(s))
+        if (s.op == OpKind::conv2d && winograd_tile(s))
             p->winograd = pack_winograd(s);
         else if (s.op == OpKind::conv2d)
             p->packed = pack(s.weights, s.bias, s.kh, s.kw, s.in.c, s.out.c);

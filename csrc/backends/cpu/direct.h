@@ -61,32 +61,34 @@ struct PoolArgs {
     float* y;
 };
 
-// Winograd's minimal filtering F(2x2, r x r) (winograd.cpp): a tile of 2x2 output
-// pixels from an alpha x alpha input window, alpha = r + 1. The transforms, per tile
-// and per vector of channels; the channel counts are multiples of kLanes (padded
+// Winograd's minimal filtering F(m x m, r x r) (winograd.cpp): a tile of m x m output
+// pixels from an alpha x alpha input window, alpha = m + r - 1. The transforms, per
+// tile and per vector of channels; the channel counts are multiples of kLanes (padded
 // with zeros), so every vector is whole.
 struct WinogradTile {
     const float* src;        // the window's top-left pixel in a padded NHWC image
-    float* dst;              // the tile's top-left output pixel; pooled: its one pixel
-    int rows, cols;          // output pixels of the tile inside the image (1 or 2)
+    float* dst;              // the tile's top-left output pixel (pooled: its first pooled one)
+    int rows, cols;          // pixels of the tile inside the output (pooled: pooled pixels)
 };
 
 struct WinogradArgs {
-    int alpha;               // 4 or 6 (winograd_transforms.h)
+    int m, alpha;            // F(2, 3), F(2, 5), F(4, 5) (winograd_transforms.h)
     const WinogradTile* tiles;
     int count;               // tiles
-    // Input transform: v[(i * alpha + j) * count + t][c] = (B^T d_t B)[i][j][c].
+    // Input transform: v[(i * alpha + j) * v_plane + t * ci + c] = (B^T d_t B)[i][j][c].
     size_t src_row;          // floats between the window's rows
     int ci;                  // channels of the padded image (a multiple of kLanes)
     float* v;
-    // Output transform: y = A^T m_t A + bias, m[(i * alpha + j) * count + t][o].
-    const float* m;
+    size_t v_plane;          // floats between tile positions (count * ci or more)
+    // Output transform: y = A^T m_t A + bias, m_t[(i * alpha + j) * m_plane + t * ldm + o].
+    const float* m_t;
+    size_t m_plane;
     int co;                  // channels written
     int ldm;                 // floats between m's rows (co rounded up to kLanes)
     const float* bias;       // ldm values
-    bool pool;               // 2x2 max of the tile, one pixel
+    bool pool;               // 2x2 / 2 max pools of the tile: (m / 2)^2 pixels
     bool relu;
-    size_t dst_row;          // floats between output rows (unpooled)
+    size_t dst_row;          // floats between output rows (pooled: pooled rows)
 };
 
 struct KernelTable {

@@ -14,7 +14,7 @@
 namespace lenet::cpu {
 
 // A Step's weights packed for the direct kernels (CpuBackend::prepare).
-// A convolution that winograd_fits has `winograd` packed instead (alpha > 0).
+// A convolution that winograd_tile takes has `winograd` packed instead (alpha > 0).
 struct PackedStep : StepConstants {
     PackedWeights packed;
     WinogradWeights winograd;

@@ -1,9 +1,10 @@
-// Winograd F(2x2, r x r) convolutions (winograd.h); the matrices are in
+// Winograd F(m x m, r x r) convolutions (winograd.h); the matrices are in
 // winograd_transforms.h.
 #include "winograd.h"
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "ops.h"
 #include "winograd_transforms.h"
@@ -11,67 +12,90 @@
 namespace lenet::cpu {
 namespace {
 
-constexpr int kOut = 2;  // output pixels per tile side
 // Tiles transformed at once: up to 64, fewer where their transformed windows and
-// products would not stay within L2 (~1 MiB).
+// products would not stay within L2 (~1 MiB); from several images where one has
+// fewer (F(4, 5) on a 14x14 image: 16).
 constexpr int kChunk = 64;
 constexpr size_t kChunkBytes = 1 << 20;
 
 int round_up(int v, int to) { return (v + to - 1) / to * to; }
 
+// Floats between two tile positions' planes: at least `floats`, an odd number of
+// 64-byte lines, so that a tile's alpha^2 values (one a plane) fall in 64 different
+// L1 sets instead of a few (F(4, 5) on 32 tiles of 32 channels: exactly 4 KiB apart,
+// every one in the same set; 2x slower transforms).
+size_t plane(size_t floats) {
+    const size_t line = 64 / sizeof(float);
+    const size_t lines = (floats + line - 1) / line;
+    return (lines | 1) * line;
+}
+int ceil_div(int v, int by) { return (v + by - 1) / by; }
+
 class WinogradConv2d : public Kernel {
 public:
     WinogradConv2d(const Step& s, const Step* pool, const KernelTable& table, const WinogradWeights& w)
-        : s_(s), pool_(pool), table_(table), w_(w), ldm_(round_up(s.out.c, kLanes)) {
+        : s_(s), pool_(pool), table_(table), w_(w), m_tile_(w.m), ldm_(round_up(s.out.c, kLanes)) {
         // With the pool fused, only the conv rows and columns it reads are computed.
         oh_ = pool ? 2 * pool->out.h : s.out.h;
         ow_ = pool ? 2 * pool->out.w : s.out.w;
-        th_ = (oh_ + 1) / 2;
-        tw_ = (ow_ + 1) / 2;
+        th_ = ceil_div(oh_, m_tile_);
+        tw_ = ceil_div(ow_, m_tile_);
         // The image inside zeros: its padding, and past the last tile's window (or
         // the rows and columns after it that a fused pool drops).
-        ph_ = std::max(kOut * th_ + s.kh - 1, s.pad.top + s.in.h);
-        pw_ = std::max(kOut * tw_ + s.kw - 1, s.pad.left + s.in.w);
-        scratch_.assign(size_t(ph_) * pw_ * w.ci, 0.f);
+        ph_ = std::max(m_tile_ * th_ + s.kh - 1, s.pad.top + s.in.h);
+        pw_ = std::max(m_tile_ * tw_ + s.kw - 1, s.pad.left + s.in.w);
         const size_t positions = size_t(w.alpha) * w.alpha;
         const size_t tile_bytes = positions * (w.ci + ldm_) * sizeof(float);
-        const int chunk = std::min({kChunk, th_ * tw_, std::max(8, int(kChunkBytes / tile_bytes))});
-        v_.assign(positions * chunk * w.ci, 0.f);
-        m_.assign(positions * chunk * ldm_, 0.f);
+        const int per_image = th_ * tw_;
+        const int cap = std::min(kChunk, std::max(8, int(kChunkBytes / tile_bytes)));
+        images_ = std::max(1, cap / per_image);
+        const int chunk = std::min(cap, images_ * per_image);
+        image_floats_ = size_t(ph_) * pw_ * w.ci;
+        scratch_.assign(images_ * image_floats_, 0.f);
+        v_plane_ = plane(size_t(chunk) * w.ci);
+        m_plane_ = plane(size_t(chunk) * ldm_);
+        v_.assign(positions * v_plane_, 0.f);
+        m_.assign(positions * m_plane_, 0.f);
         tiles_.resize(chunk);
     }
 
     void run(Inputs xs, float* y, int n, ThreadPool* spare) override {
         const Dims in = s_.in;
         const Dims out = pool_ ? pool_->out : s_.out;
-        const int co = s_.out.c, ci = w_.ci;
-        const int count = th_ * tw_;
-        WinogradArgs a{w_.alpha,
+        const int co = s_.out.c, ci = w_.ci, m = m_tile_;
+        const int per_image = th_ * tw_;
+        // A tile's output pixels per side: m, or m / 2 pooled ones.
+        const int side = pool_ ? m / 2 : m;
+        WinogradArgs a{m,
+                       w_.alpha,
                        tiles_.data(),
                        0,
                        size_t(pw_) * ci,
                        ci,
                        v_.data(),
+                       v_plane_,
                        m_.data(),
+                       m_plane_,
                        co,
                        ldm_,
                        w_.bias.data(),
                        pool_ != nullptr,
                        s_.act.plain_relu(),
                        size_t(out.w) * co};
-        for (int b = 0; b < n; ++b) {
-            load(xs[0] + b * in.size());
-            float* image = y + b * out.size();
+        for (int b0 = 0; b0 < n; b0 += images_) {
+            const int images = std::min(images_, n - b0);
+            for (int i = 0; i < images; ++i) load(xs[0] + size_t(b0 + i) * in.size(), i);
+            const int count = images * per_image;
             for (int t0 = 0; t0 < count; t0 += int(tiles_.size())) {
                 a.count = std::min(int(tiles_.size()), count - t0);
                 for (int t = 0; t < a.count; ++t) {
-                    const int ty = (t0 + t) / tw_, tx = (t0 + t) % tw_;
+                    const int image = (t0 + t) / per_image, k = (t0 + t) % per_image;
+                    const int ty = k / tw_, tx = k % tw_;
                     WinogradTile& tile = tiles_[t];
-                    tile.src = scratch_.data() + (size_t(kOut * ty) * pw_ + kOut * tx) * ci;
-                    tile.dst = pool_ ? image + (size_t(ty) * out.w + tx) * co
-                                     : image + (size_t(kOut * ty) * out.w + kOut * tx) * co;
-                    tile.rows = std::min(kOut, oh_ - kOut * ty);
-                    tile.cols = std::min(kOut, ow_ - kOut * tx);
+                    tile.src = scratch_.data() + image * image_floats_ + (size_t(m * ty) * pw_ + m * tx) * ci;
+                    tile.dst = y + size_t(b0 + image) * out.size() + (size_t(side * ty) * out.w + side * tx) * co;
+                    tile.rows = std::min(side, out.h - side * ty);
+                    tile.cols = std::min(side, out.w - side * tx);
                 }
                 table_.winograd_in(a);
                 products(a.count, spare);
@@ -81,14 +105,17 @@ public:
         if (!s_.act.plain_relu()) apply_activation(s_.act, y, size_t(n) * out.size());
     }
 
-    Facts facts() const override { return {{"algorithm", std::string("winograd")}}; }
+    Facts facts() const override {
+        return {{"algorithm", std::string("winograd")},
+                {"tile", std::to_string(m_tile_) + "x" + std::to_string(m_tile_)}};
+    }
 
 private:
-    // One image into the scratch's interior, its channels padded with the zeros there.
-    void load(const float* image) {
+    // One image into scratch slot `slot`'s interior, its channels padded with the zeros there.
+    void load(const float* image, int slot) {
         const Dims in = s_.in;
         const int ci = w_.ci;
-        float* dst = scratch_.data() + (size_t(s_.pad.top) * pw_ + s_.pad.left) * ci;
+        float* dst = scratch_.data() + slot * image_floats_ + (size_t(s_.pad.top) * pw_ + s_.pad.left) * ci;
         if (in.c == ci) {
             for (int iy = 0; iy < in.h; ++iy)
                 std::memcpy(dst + size_t(iy) * pw_ * ci, image + size_t(iy) * in.w * ci,
@@ -106,7 +133,7 @@ private:
         const int positions = w_.alpha * w_.alpha;
         auto run = [&](int first, int last) {
             for (int p = first; p < last; ++p) {
-                const ConvArgs g{v_.data() + size_t(p) * count * w_.ci,
+                const ConvArgs g{v_.data() + p * v_plane_,
                                  1,
                                  count,
                                  w_.ci,
@@ -121,7 +148,7 @@ private:
                                  w_.zeros.data(),
                                  s_.out.c,
                                  false,
-                                 m_.data() + size_t(p) * count * ldm_,
+                                 m_.data() + p * m_plane_,
                                  ldm_,
                                  0,
                                  1,
@@ -142,34 +169,50 @@ private:
     const Step* pool_;
     const KernelTable& table_;
     const WinogradWeights& w_;
+    const int m_tile_;  // output pixels per tile side
+    size_t v_plane_, m_plane_;  // floats between tile positions in v_ and m_
     const int ldm_;
     int oh_, ow_, th_, tw_, ph_, pw_;
+    int images_;          // images whose tiles run in one pass
+    size_t image_floats_;  // one padded image in scratch_
     AlignedFloats scratch_, v_, m_;
     std::vector<WinogradTile> tiles_;
 };
 
 }  // namespace
 
-bool winograd_fits(const Step& s) {
-    if (s.op != OpKind::conv2d || s.groups != 1 || s.dh != 1 || s.dw != 1 || s.sh != 1 || s.sw != 1) return false;
-    if (s.integers) return false;  // its transforms do not keep integer sums exact
+int winograd_tile(const Step& s) {
+    if (s.op != OpKind::conv2d || s.groups != 1 || s.dh != 1 || s.dw != 1 || s.sh != 1 || s.sw != 1) return 0;
+    if (s.integers) return 0;  // its transforms do not keep integer sums exact
     // Below 16 input channels the transforms cost more than the products save
     // (PERFORMANCE.md, session 11).
-    if (s.kh != s.kw || (s.kh != 3 && s.kh != 5) || s.out.h < 2 || s.out.w < 2 || s.in.c < 16) return false;
-    // Multiply-adds per tile and output channel, the transforms counted as a quarter
-    // more: alpha^2 over the channels padded to 16 against 4 r^2 over the real ones.
-    const int alpha = s.kh + kOut - 1;
-    return 5 * alpha * alpha * round_up(s.in.c, kLanes) < 16 * s.kh * s.kw * s.in.c;
+    if (s.kh != s.kw || (s.kh != 3 && s.kh != 5) || s.out.h < 2 || s.out.w < 2 || s.in.c < 16) return 0;
+    // F(2, r) against the direct kernel: multiply-adds per tile and output channel,
+    // the transforms counted as a quarter more, alpha^2 over the channels padded to
+    // 16 against 4 r^2 over the real ones.
+    const int r = s.kh, alpha2 = r + 1;
+    if (5 * alpha2 * alpha2 * round_up(s.in.c, kLanes) >= 16 * r * r * s.in.c) return 0;
+    // F(4, 5) where its products over the whole tiles, edges included, are fewer
+    // than F(2, 5)'s: every image of 3x3 outputs or more (14x14: 1,024 against 1,764).
+    if (r == 5) {
+        auto products = [&](int m) {
+            const int alpha = m + r - 1;
+            return ceil_div(s.out.h, m) * ceil_div(s.out.w, m) * alpha * alpha;
+        };
+        if (products(4) < products(2)) return 4;
+    }
+    return 2;
 }
 
 namespace {
 
-template <int R>
+template <int M, int R>
 WinogradWeights pack_winograd_t(const Step& s) {
-    constexpr auto t = winograd_matrices<R>();
+    constexpr auto t = winograd_matrices<M, R>();
     constexpr int alpha = t.alpha;
     const int ci = s.in.c, co = s.out.c;
     WinogradWeights w;
+    w.m = M;
     w.alpha = alpha;
     w.ci = round_up(ci, kLanes);
     constexpr size_t positions = size_t(alpha) * alpha;
@@ -211,7 +254,13 @@ WinogradWeights pack_winograd_t(const Step& s) {
 
 }  // namespace
 
-WinogradWeights pack_winograd(const Step& s) { return s.kh == 3 ? pack_winograd_t<3>(s) : pack_winograd_t<5>(s); }
+WinogradWeights pack_winograd(const Step& s) {
+    switch (winograd_tile(s)) {
+        case 4: return pack_winograd_t<4, 5>(s);
+        case 2: return s.kh == 3 ? pack_winograd_t<2, 3>(s) : pack_winograd_t<2, 5>(s);
+        default: throw std::logic_error("pack_winograd: a convolution winograd_tile turned down");
+    }
+}
 
 std::unique_ptr<Kernel> make_winograd_conv2d(const Step& conv, const Step* pool, const KernelTable& table,
                                              const WinogradWeights& weights) {

@@ -1,10 +1,11 @@
-// Winograd's minimal filtering F(2x2, r x r) for stride-1 3x3 and 5x5 convolutions
+// Winograd's minimal filtering F(m x m, r x r) for stride-1 3x3 and 5x5 convolutions
 // with many input channels (lenet-tf's second layer; most CNNs' inner ones). Each
-// 2x2 tile of output pixels costs alpha^2 = (r + 1)^2 multiply-adds per input and
-// output channel instead of 4 r^2: 2.8x fewer for 5x5, 2.25x for 3x3, plus the
-// transforms. The products are alpha^2 small GEMMs (tiles x ci) x (ci x co), run on
-// the direct dense kernel; the transforms are the KernelTable's winograd_in/out.
-// Float32 rounding: about 4x the direct kernel's on lenet-tf (PERFORMANCE.md).
+// m x m tile of output pixels costs alpha^2 = (m + r - 1)^2 multiply-adds per input
+// and output channel instead of m^2 r^2: F(2, 3) 2.25x fewer, F(2, 5) 2.8x, F(4, 5)
+// 6.25x, plus the transforms. The products are alpha^2 small GEMMs (tiles x ci) x
+// (ci x co), run on the direct dense kernel; the transforms are the KernelTable's
+// winograd_in/out. Float32 rounding on lenet-tf's second layer, against the direct
+// kernel's: F(2, 5) about 4x, F(4, 5) about 20x (PERFORMANCE.md).
 #pragma once
 
 #include <memory>
@@ -16,7 +17,8 @@
 namespace lenet::cpu {
 
 struct WinogradWeights {
-    int alpha = 0;
+    int m = 0;                     // output pixels per tile side: 2 or 4
+    int alpha = 0;                 // m + r - 1
     int ci = 0;                    // input channels rounded up to kLanes
     // Per tile position p = i * alpha + j, the transformed kernel (G g G^T)[i][j] as a
     // (ci, co) matrix packed for KernelTable::conv (kh = kw = 1): at stride `stride`.
@@ -26,10 +28,12 @@ struct WinogradWeights {
     AlignedFloats bias;            // co rounded up to kLanes
 };
 
-// Whether `s` (a conv2d Step) runs faster this way: stride 1, no dilation or groups,
-// a square 3x3 or 5x5 kernel, at least 16 input channels, and few enough zero
-// channels padding them to a multiple of 16.
-bool winograd_fits(const Step& s);
+// The output tile side m with which `s` (a conv2d Step) runs fastest this way, or 0
+// where the direct kernel does: Winograd needs stride 1, no dilation or groups, a
+// square 3x3 or 5x5 kernel, at least 16 input channels, and few enough zero channels
+// padding them to a multiple of 16; 5x5 ones take F(4, 5) on all but the smallest
+// images.
+int winograd_tile(const Step& s);
 WinogradWeights pack_winograd(const Step& s);
 
 // `pool`: the fused 2x2 / 2 max pool that follows, or null.
