@@ -34,16 +34,16 @@ int ceil_div(int v, int by) { return (v + by - 1) / by; }
 class WinogradConv2d : public Kernel {
 public:
     WinogradConv2d(const Step& s, const Step* pool, const KernelTable& table, const WinogradWeights& w)
-        : s_(s), pool_(pool), table_(table), w_(w), m_tile_(w.m), ldm_(round_up(s.out.c, kLanes)) {
+        : s_(s), pool_(pool), table_(table), w_(w), ldm_(round_up(s.out.c, kLanes)) {
         // With the pool fused, only the conv rows and columns it reads are computed.
         oh_ = pool ? 2 * pool->out.h : s.out.h;
         ow_ = pool ? 2 * pool->out.w : s.out.w;
-        th_ = ceil_div(oh_, m_tile_);
-        tw_ = ceil_div(ow_, m_tile_);
+        th_ = ceil_div(oh_, w_.m);
+        tw_ = ceil_div(ow_, w_.m);
         // The image inside zeros: its padding, and past the last tile's window (or
         // the rows and columns after it that a fused pool drops).
-        ph_ = std::max(m_tile_ * th_ + s.kh - 1, s.pad.top + s.in.h);
-        pw_ = std::max(m_tile_ * tw_ + s.kw - 1, s.pad.left + s.in.w);
+        ph_ = std::max(w_.m * th_ + s.kh - 1, s.pad.top + s.in.h);
+        pw_ = std::max(w_.m * tw_ + s.kw - 1, s.pad.left + s.in.w);
         const size_t positions = size_t(w.alpha) * w.alpha;
         const size_t tile_bytes = positions * (w.ci + ldm_) * sizeof(float);
         const int per_image = th_ * tw_;
@@ -62,7 +62,7 @@ public:
     void run(Inputs xs, float* y, int n, ThreadPool* spare) override {
         const Dims in = s_.in;
         const Dims out = pool_ ? pool_->out : s_.out;
-        const int co = s_.out.c, ci = w_.ci, m = m_tile_;
+        const int co = s_.out.c, ci = w_.ci, m = w_.m;
         const int per_image = th_ * tw_;
         // A tile's output pixels per side: m, or m / 2 pooled ones.
         const int side = pool_ ? m / 2 : m;
@@ -106,8 +106,7 @@ public:
     }
 
     Facts facts() const override {
-        return {{"algorithm", std::string("winograd")},
-                {"tile", std::to_string(m_tile_) + "x" + std::to_string(m_tile_)}};
+        return {{"algorithm", std::string("winograd")}, {"tile", std::to_string(w_.m) + "x" + std::to_string(w_.m)}};
     }
 
 private:
@@ -169,7 +168,6 @@ private:
     const Step* pool_;
     const KernelTable& table_;
     const WinogradWeights& w_;
-    const int m_tile_;  // output pixels per tile side
     size_t v_plane_, m_plane_;  // floats between tile positions in v_ and m_
     const int ldm_;
     int oh_, ow_, th_, tw_, ph_, pw_;
