@@ -80,8 +80,12 @@ struct WinogradArgs {
     int ci;                  // channels of the padded image (a multiple of kLanes)
     float* v;
     size_t v_plane;          // floats between tile positions (count * ci or more)
+    // Products: m_t[p] = v[p] u[p] for each tile position p, u[p] at u + p * u_plane
+    // ((ci, ldm) packed as conv's with kh = kw = 1).
+    const float* u;
+    size_t u_plane;
     // Output transform: y = A^T m_t A + bias, m_t[(i * alpha + j) * m_plane + t * ldm + o].
-    const float* m_t;
+    float* m_t;
     size_t m_plane;
     int co;                  // channels written
     int ldm;                 // floats between m's rows (co rounded up to kLanes)
@@ -120,6 +124,7 @@ struct KernelTable {
     void (*conv_rows_pool)(const ConvArgs&);
     void (*pool)(const PoolArgs&);
     void (*winograd_in)(const WinogradArgs&);
+    void (*winograd_products)(const WinogradArgs&, int first_position, int last_position);
     void (*winograd_out)(const WinogradArgs&);
     // `iters` rounds of independent multiply-adds (for measure_mac_rate); returns
     // a value that depends on them so that nothing is optimized away.

@@ -214,10 +214,18 @@ constexpr int pooled_tile_pairs() {
     return std::max(1, std::min(kMaxTile, kAccBudget / (2 * B * kPerBlock)) / 2);
 }
 
-// Equal tiles: 28 pixels as 14 + 14, not 14 + 14 + 0.
-inline int even_split(int total, int most) {
+// `total` items in the fewest tiles of at most `most`, their sizes within one of each
+// other: 28 pixels as 14 + 14; 32 as 6 + 6 + 5 + 5 + 5 + 5, not 6 x 5 + 2, whose last
+// tile has too few sums to cover the multiply-add's latency. Calls tile(first, size)
+// in order.
+template <class Tile>
+inline void split_even(int total, int most, Tile&& tile) {
     const int count = (total + most - 1) / most;
-    return (total + count - 1) / count;
+    for (int i = 0, first = 0; i < count; ++i) {
+        const int next = int(int64_t(total) * (i + 1) / count);
+        tile(first, next - first);
+        first = next;
+    }
 }
 
 // Every output pixel for blocks [cb0, cb0 + B): one group of weights is read from
@@ -227,16 +235,14 @@ void conv_blocks(const ConvArgs& a, int cb0) {
     if (a.pool) {
         constexpr int most = pooled_tile_pairs<B>();
         static constexpr auto table = pooled_tiles<B>(std::make_index_sequence<most>());
-        const int pairs = a.ow / 2, q = even_split(pairs, most);
         for (int oy = a.row_begin; oy < a.row_end; oy += 2)
-            for (int px = 0; px < pairs; px += q) table[std::min(q, pairs - px) - 1](a, oy, 2 * px, cb0);
+            split_even(a.ow / 2, most, [&](int px, int q) { table[q - 1](a, oy, 2 * px, cb0); });
         return;
     }
     constexpr int most = tile_pixels<B>();
     static constexpr auto table = row_tiles<B>(std::make_index_sequence<most>());
-    const int p = even_split(a.ow, most);
     for (int oy = a.row_begin; oy < a.row_end; ++oy)
-        for (int ox = 0; ox < a.ow; ox += p) table[std::min(p, a.ow - ox) - 1](a, oy, ox, cb0);
+        split_even(a.ow, most, [&](int ox, int p) { table[p - 1](a, oy, ox, cb0); });
 }
 
 // Blocks of output channels per pass. Each pass streams its weights (often from
@@ -368,8 +374,7 @@ void dense_vectors(const ConvArgs& a, int v0) {
     constexpr int most = std::max(
         1, Apart ? std::min(kDenseFew - 1, kAccBudget / (kDenseRuns * NV)) : std::min(kMaxTile, kAccBudget / NV));
     static constexpr auto table = dense_tiles<NV, Apart>(std::make_index_sequence<most>());
-    const int p = even_split(a.ow, most);
-    for (int px = 0; px < a.ow; px += p) table[std::min(p, a.ow - px) - 1](a, px, v0);
+    split_even(a.ow, most, [&](int px, int p) { table[p - 1](a, px, v0); });
 }
 
 void dense(const ConvArgs& a) {
@@ -946,6 +951,67 @@ void winograd_out(const WinogradArgs& a) {
     a.alpha == 4 ? winograd_out_t<2, 3>(a) : winograd_out_t<2, 5>(a);
 }
 
+// Winograd's products: for each tile position, m (count x ldm) = v (count x ci) times
+// that position's u (ci x ldm, packed as conv's with kh = kw = 1). Each sum as
+// conv_tile's on a 1x1 convolution: the channels in order, from zero. One call for
+// all of a position's tiles, no bias, no activation, no bounds: the short sums
+// (ci = 32 on lenet-tf) left conv_tile a fifth of its time in its setup and
+// epilogue (PERFORMANCE.md, issue 61).
+template <int P, int B>
+void products_tile(const float* v, int ci, const float* u, float* m, int ldm) {
+    constexpr int NV = B * kPerBlock;
+    const size_t block = size_t(ci) * kLanes;
+    V acc[P][NV];
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+        for (int n = 0; n < NV; ++n) acc[p][n] = V{};
+    for (int c = 0; c < ci; ++c) {
+        V w[NV];
+#pragma GCC unroll 16
+        for (int n = 0; n < NV; ++n)
+            w[n] = load(u + (n / kPerBlock) * block + size_t(c) * kLanes + (n % kPerBlock) * kWidth);
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p) {
+            const float x = v[size_t(p) * ci + c];
+#pragma GCC unroll 16
+            for (int n = 0; n < NV; ++n) acc[p][n] += x * w[n];
+        }
+    }
+#pragma GCC unroll 16
+    for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+        for (int n = 0; n < NV; ++n) store(m + size_t(p) * ldm + n * kWidth, acc[p][n], kWidth);
+}
+
+using ProductsFn = void (*)(const float*, int, const float*, float*, int);
+template <int B, size_t... I>
+constexpr std::array<ProductsFn, sizeof...(I)> products_tiles(std::index_sequence<I...>) {
+    return {&products_tile<int(I) + 1, B>...};
+}
+
+template <int B>
+void products_blocks(const WinogradArgs& a, const float* v, const float* u, float* m, int cb0) {
+    constexpr int most = tile_pixels<B>();
+    static constexpr auto table = products_tiles<B>(std::make_index_sequence<most>());
+    const float* ub = u + size_t(cb0) * a.ci * kLanes;
+    split_even(a.count, most, [&](int t, int n) {
+        table[n - 1](v + size_t(t) * a.ci, a.ci, ub, m + size_t(t) * a.ldm + cb0 * kLanes, a.ldm);
+    });
+}
+
+void winograd_products(const WinogradArgs& a, int first, int last) {
+    const int blocks = a.ldm / kLanes;
+    for (int p = first; p < last; ++p) {
+        const float* v = a.v + p * a.v_plane;
+        const float* u = a.u + p * a.u_plane;
+        float* m = a.m_t + p * a.m_plane;
+        int cb = 0;
+        for (; cb + kBlocksPerPass <= blocks; cb += kBlocksPerPass) products_blocks<kBlocksPerPass>(a, v, u, m, cb);
+        if (cb < blocks) products_blocks<1>(a, v, u, m, cb);
+    }
+}
+
 // Independent chains of multiply-adds, enough to cover the FMA latency on every
 // FMA port, within the register file.
 constexpr int kChains = 12;
@@ -968,17 +1034,26 @@ float mac_loop(int64_t iters) {
 }  // namespace LENET_ISA
 
 extern const KernelTable LENET_CAT(kTable_, LENET_ISA);
-const KernelTable LENET_CAT(kTable_, LENET_ISA) = {
-    LENET_STR(LENET_ISA),       LENET_ISA::kWidth,      LENET_ISA::kWidth == 16,
-    &LENET_ISA::conv,           &LENET_ISA::dense,
+const KernelTable LENET_CAT(kTable_, LENET_ISA) = {LENET_STR(LENET_ISA),
+                                                   LENET_ISA::kWidth,
+                                                   LENET_ISA::kWidth == 16,
+                                                   &LENET_ISA::conv,
+                                                   &LENET_ISA::dense,
 #if defined(__AVX512F__)
-    &LENET_ISA::conv_il,        &LENET_ISA::interleave, &LENET_ISA::deinterleave,
+                                                   &LENET_ISA::conv_il,
+                                                   &LENET_ISA::interleave,
+                                                   &LENET_ISA::deinterleave,
 #else
                                                    nullptr,
                                                    nullptr,
                                                    nullptr,
 #endif
-    &LENET_ISA::conv_rows_pool, &LENET_ISA::pool,       &LENET_ISA::winograd_in,
-    &LENET_ISA::winograd_out,   &LENET_ISA::mac_loop,   int64_t(LENET_ISA::kChains) * LENET_ISA::kWidth};
+                                                   &LENET_ISA::conv_rows_pool,
+                                                   &LENET_ISA::pool,
+                                                   &LENET_ISA::winograd_in,
+                                                   &LENET_ISA::winograd_products,
+                                                   &LENET_ISA::winograd_out,
+                                                   &LENET_ISA::mac_loop,
+                                                   int64_t(LENET_ISA::kChains) * LENET_ISA::kWidth};
 
 }  // namespace lenet::cpu

@@ -74,6 +74,8 @@ public:
                        ci,
                        v_.data(),
                        v_plane_,
+                       w_.u.data(),
+                       w_.stride,
                        m_.data(),
                        m_plane_,
                        co,
@@ -98,7 +100,7 @@ public:
                     tile.cols = std::min(side, out.w - side * tx);
                 }
                 table_.winograd_in(a);
-                products(a.count, spare);
+                products(a, spare);
                 table_.winograd_out(a);
             }
         }
@@ -127,41 +129,17 @@ private:
                             size_t(in.c) * sizeof(float));
     }
 
-    // m[p] = v[p] u[p] for every tile position p: a dense layer over `count` tiles each.
-    void products(int count, ThreadPool* spare) {
+    // m[p] = v[p] u[p] for every tile position p, the positions shared among threads.
+    void products(const WinogradArgs& a, ThreadPool* spare) {
         const int positions = w_.alpha * w_.alpha;
-        auto run = [&](int first, int last) {
-            for (int p = first; p < last; ++p) {
-                const ConvArgs g{v_.data() + p * v_plane_,
-                                 1,
-                                 count,
-                                 w_.ci,
-                                 1,
-                                 count,
-                                 1,
-                                 1,
-                                 1,
-                                 1,
-                                 w_.u.data() + p * w_.stride,
-                                 nullptr,
-                                 w_.zeros.data(),
-                                 s_.out.c,
-                                 false,
-                                 m_.data() + p * m_plane_,
-                                 ldm_,
-                                 0,
-                                 1,
-                                 false};
-                table_.conv(g);
-            }
-        };
-        const double macs = double(positions) * count * w_.ci * ldm_;
+        const double macs = double(positions) * a.count * w_.ci * ldm_;
         const int parts = spare ? std::min(positions, spare->workers() + 1) : 1;
         if (parts < 2 || macs < 2e6) {  // less is quicker than waking a thread (direct.cpp)
-            run(0, positions);
+            table_.winograd_products(a, 0, positions);
             return;
         }
-        spare->parallel_for(parts, [&](int i) { run(positions * i / parts, positions * (i + 1) / parts); });
+        spare->parallel_for(
+            parts, [&](int i) { table_.winograd_products(a, positions * i / parts, positions * (i + 1) / parts); });
     }
 
     const Step& s_;
@@ -241,7 +219,6 @@ WinogradWeights pack_winograd_t(const Step& s) {
         if (p == 0) {
             w.stride = packed.w.size();
             w.u.assign(positions * w.stride, 0.f);
-            w.zeros = packed.bias;
         }
         std::copy(packed.w.begin(), packed.w.end(), w.u.begin() + p * w.stride);
     }

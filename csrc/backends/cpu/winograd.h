@@ -3,7 +3,7 @@
 // m x m tile of output pixels costs alpha^2 = (m + r - 1)^2 multiply-adds per input
 // and output channel instead of m^2 r^2: F(2, 3) 2.25x fewer, F(2, 5) 2.8x, F(4, 5)
 // 6.25x, plus the transforms. The products are alpha^2 small GEMMs (tiles x ci) x
-// (ci x co), run on the direct dense kernel; the transforms are the KernelTable's
+// (ci x co), the KernelTable's winograd_products; the transforms are its
 // winograd_in/out. Float32 rounding on lenet-tf's second layer, against the direct
 // kernel's: F(2, 5) about 4x, F(4, 5) about 20x (PERFORMANCE.md).
 #pragma once
@@ -24,7 +24,6 @@ struct WinogradWeights {
     // (ci, co) matrix packed for KernelTable::conv (kh = kw = 1): at stride `stride`.
     AlignedFloats u;
     size_t stride = 0;
-    AlignedFloats zeros;           // the GEMMs' bias; the real one is added after A^T
     AlignedFloats bias;            // co rounded up to kLanes
 };
 
