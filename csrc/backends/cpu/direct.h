@@ -72,7 +72,7 @@ struct WinogradTile {
 };
 
 struct WinogradArgs {
-    int m, alpha;            // F(2, 3), F(2, 5), F(4, 5) (winograd_transforms.h)
+    int m, alpha;            // F(2, 3), F(2, 5), F(4, 3), F(4, 5) (winograd_transforms.h)
     const WinogradTile* tiles;
     int count;               // tiles
     // Input transform: v[(i * alpha + j) * v_plane + t * ci + c] = (B^T d_t B)[i][j][c].

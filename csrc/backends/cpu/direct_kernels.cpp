@@ -942,12 +942,13 @@ void winograd_out_t(const WinogradArgs& a) {
     }
 }
 
+// F(m, r) from m and alpha = m + r - 1.
 void winograd_in(const WinogradArgs& a) {
-    if (a.m == 4) return winograd_in_t<4, 5>(a);
+    if (a.m == 4) return a.alpha == 6 ? winograd_in_t<4, 3>(a) : winograd_in_t<4, 5>(a);
     a.alpha == 4 ? winograd_in_t<2, 3>(a) : winograd_in_t<2, 5>(a);
 }
 void winograd_out(const WinogradArgs& a) {
-    if (a.m == 4) return winograd_out_t<4, 5>(a);
+    if (a.m == 4) return a.alpha == 6 ? winograd_out_t<4, 3>(a) : winograd_out_t<4, 5>(a);
     a.alpha == 4 ? winograd_out_t<2, 3>(a) : winograd_out_t<2, 5>(a);
 }
 

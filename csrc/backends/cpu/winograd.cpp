@@ -168,16 +168,14 @@ int winograd_tile(const Step& s) {
     // 16 against 4 r^2 over the real ones.
     const int r = s.kh, alpha2 = r + 1;
     if (5 * alpha2 * alpha2 * round_up(s.in.c, kLanes) >= 16 * r * r * s.in.c) return 0;
-    // F(4, 5) where its products over the whole tiles, edges included, are fewer
-    // than F(2, 5)'s: every image of 3x3 outputs or more (14x14: 1,024 against 1,764).
-    if (r == 5) {
-        auto products = [&](int m) {
-            const int alpha = m + r - 1;
-            return ceil_div(s.out.h, m) * ceil_div(s.out.w, m) * alpha * alpha;
-        };
-        if (products(4) < products(2)) return 4;
-    }
-    return 2;
+    // F(4, r) where its products over the whole tiles, edges included, are fewer
+    // than F(2, r)'s: F(4, 5) on every image of 3x3 outputs or more (14x14: 1,024
+    // against 1,764), F(4, 3) on most (24x24: 1,296 against 2,304; not 2 x n).
+    auto products = [&](int m) {
+        const int alpha = m + r - 1;
+        return ceil_div(s.out.h, m) * ceil_div(s.out.w, m) * alpha * alpha;
+    };
+    return products(4) < products(2) ? 4 : 2;
 }
 
 namespace {
@@ -231,7 +229,7 @@ WinogradWeights pack_winograd_t(const Step& s) {
 
 WinogradWeights pack_winograd(const Step& s) {
     switch (winograd_tile(s)) {
-        case 4: return pack_winograd_t<4, 5>(s);
+        case 4: return s.kh == 3 ? pack_winograd_t<4, 3>(s) : pack_winograd_t<4, 5>(s);
         case 2: return s.kh == 3 ? pack_winograd_t<2, 3>(s) : pack_winograd_t<2, 5>(s);
         default: throw std::logic_error("pack_winograd: a convolution winograd_tile turned down");
     }

@@ -1,11 +1,12 @@
 // Winograd's minimal filtering F(m x m, r x r) for stride-1 3x3 and 5x5 convolutions
 // with many input channels (lenet-tf's second layer; most CNNs' inner ones). Each
 // m x m tile of output pixels costs alpha^2 = (m + r - 1)^2 multiply-adds per input
-// and output channel instead of m^2 r^2: F(2, 3) 2.25x fewer, F(2, 5) 2.8x, F(4, 5)
-// 6.25x, plus the transforms. The products are alpha^2 small GEMMs (tiles x ci) x
+// and output channel instead of m^2 r^2: F(2, 3) 2.25x fewer, F(4, 3) 4x, F(2, 5)
+// 2.8x, F(4, 5) 6.25x, plus the transforms. The products are alpha^2 small GEMMs (tiles x ci) x
 // (ci x co), the KernelTable's winograd_products; the transforms are its
 // winograd_in/out. Float32 rounding on lenet-tf's second layer, against the direct
-// kernel's: F(2, 5) about 4x, F(4, 5) about 20x (PERFORMANCE.md).
+// kernel's: F(2, 5) about 4x, F(4, 5) about 20x; F(4, 3) on a 3x3 32 -> 64 layer about
+// 3x (PERFORMANCE.md).
 #pragma once
 
 #include <memory>
@@ -30,8 +31,8 @@ struct WinogradWeights {
 // The output tile side m with which `s` (a conv2d Step) runs fastest this way, or 0
 // where the direct kernel does: Winograd needs stride 1, no dilation or groups, a
 // square 3x3 or 5x5 kernel, at least 16 input channels, and few enough zero channels
-// padding them to a multiple of 16; 5x5 ones take F(4, 5) on all but the smallest
-// images.
+// padding them to a multiple of 16; F(4, r) where its tiles compute less than
+// F(2, r)'s (all but the smallest outputs, and 2 x n ones).
 int winograd_tile(const Step& s);
 WinogradWeights pack_winograd(const Step& s);
 

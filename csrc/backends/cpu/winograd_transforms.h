@@ -7,8 +7,9 @@
 // the data's; Y = A^T [(G g) . (B^T d)] is the correlation of d with g, and in 2-D
 // Y = A^T [(G g G^T) . (B^T d B)] A. The points are chosen for float32 rounding:
 // 0, 1, -1 for F(2, 3); 0, 1, -1, 1/2, -2 for F(2, 5) (0, 1, -1, 2, -2 rounds twice
-// as badly on lenet-tf's second layer: PERFORMANCE.md); 0, +-1, +-2, +-1/2 for F(4, 5),
-// whose rounding is about 5x F(2, 5)'s (PERFORMANCE.md, issue 61).
+// as badly on lenet-tf's second layer: PERFORMANCE.md) and for F(4, 3) (0, +-1, +-2 and
+// 0, +-1, +-1/2 round about 2.4x as badly on a 3x3 32 -> 64 layer); 0, +-1, +-2, +-1/2
+// for F(4, 5), whose rounding is about 5x F(2, 5)'s (PERFORMANCE.md, issue 61).
 #pragma once
 
 #include <array>
@@ -26,13 +27,13 @@ struct WinogradMatrices {
 
 template <int M, int R>
 constexpr WinogradMatrices<M, R> winograd_matrices() {
-    static_assert((M == 2 && (R == 3 || R == 5)) || (M == 4 && R == 5),
-                  "F(m x m, r x r) is defined here for F(2, 3), F(2, 5) and F(4, 5)");
+    static_assert((M == 2 || M == 4) && (R == 3 || R == 5),
+                  "F(m x m, r x r) is defined here for F(2, 3), F(2, 5), F(4, 3) and F(4, 5)");
     constexpr int alpha = M + R - 1, finite = alpha - 1;
     std::array<double, finite> points{};
     if constexpr (M == 2 && R == 3)
         points = {0, 1, -1};
-    else if constexpr (M == 2)
+    else if constexpr (alpha == 6)  // F(2, 5) and F(4, 3)
         points = {0, 1, -1, 0.5, -2};
     else
         points = {0, 1, -1, 2, -2, 0.5, -0.5};
