@@ -5,7 +5,7 @@ cross-built against it and run under qemu-aarch64 on every examples/digit-*.png;
 tests/cpp/kernel_check.cpp, cross-built, checking the aarch64 kernel sets (neon, generic)
 under emulation against the answers this x86-64 machine gives (its avx2 set) on the same
 inputs: the shipped models on MNIST digits and users' kinds (an MLP, BatchNormalization and
-Dropout, a residual Add).
+Dropout, a residual Add, 3x3 convolutions run as Winograd F(4x4, 3x3)).
 
 A slow job (the library's kernels take a minute to cross-compile on 2 cores; the emulated
 checks about 20 s): CI runs it, with the packages .ci/run installs (g++-aarch64-linux-gnu,
@@ -117,7 +117,10 @@ def _cases(tmp: Path):
     yield "lenet5", "lenet5", digits
     yield "lenet-keras", "lenet-keras", digits
     yield "lenet-tf", "lenet-tf", digits[:40]
-    zoo = keras_zoo.build_zoo(tmp / "zoo", {"mlp784", "bn_dropout_functional", "residual"}, {"keras3"}, {"keras"})
+    # bn_trained: 3x3 convolutions of 16 and 32 channels, Winograd F(4x4, 3x3) on every set
+    zoo = keras_zoo.build_zoo(
+        tmp / "zoo", {"mlp784", "bn_dropout_functional", "residual", "bn_trained"}, {"keras3"}, {"keras"}
+    )
     for m in zoo.values():
         yield m.case, str(m.path), m.x
 
@@ -126,7 +129,7 @@ def _cases(tmp: Path):
 # sum in the same order and fuse each multiply-add on both, and the core's own arithmetic fuses
 # none on either (CMakeLists.txt: -ffp-contract=off; without it, lenet-tf's Winograd weights and
 # the folded BatchNormalization differed by a float32 ulp).
-SAME_BITS = {"lenet5", "lenet-keras", "lenet-tf", "mlp784", "bn_dropout_functional", "residual"}
+SAME_BITS = {"lenet5", "lenet-keras", "lenet-tf", "mlp784", "bn_dropout_functional", "residual", "bn_trained"}
 
 
 def test_the_aarch64_kernels_give_x86_64s_answers_under_emulation(arm64, tmp_path):
