@@ -40,20 +40,22 @@ def engine():
 def tally(scored):
     whole = sum(label == read for _, label, read, *_ in scored)
     length = sum(len(label) == len(read) for _, label, read, *_ in scored)
-    silent = [f"{label} -> {read}" for _, label, read, skipped, _ in scored if len(read) < len(label) and not skipped]
+    silent = [f"{label} -> {read}" for _, label, read, skipped, *_ in scored if len(read) < len(label) and not skipped]
     return whole, length, silent
 
 
 # Seeds 1000 and up: rows.py's constants and read_number's TALL_PARTS, PART_OF, OFF_ROW and
-# NAMED were chosen on seeds 0-299 (272 -> 278 of 300 read whole). Measured (lenet5; before
-# issue 63 -> after): the 60 of the default run 57 -> 57 read whole, 59 -> 59 of the right
-# length, digits lost unnamed 1 -> 0; the 500 of the slow run 460 -> 462, 476 -> 478,
-# 19 -> 11 (the 11: strokes too thin or faint for the photo path to find, a 1 touching its
-# neighbour read as one digit).
+# NAMED were chosen on seeds 0-299, REDUNDANT's other class on seeds 0-999. Measured
+# (lenet5) on the numbers rows.py draws since make.mnist_pen_alpha (a pen of one width; the
+# eroded strokes before it were 462 of 500 read whole, 11 digits lost unnamed): the 60 of
+# the default run 58 read whole, 59 of the right length, no digit lost unnamed; the 500 of
+# the slow run 476 -> 478 read whole, 489 -> 491 of the right length, 3 -> 2 lost unnamed
+# with REDUNDANT's other class. 7 of the 500 hold an MNIST digit lenet5 misreads even
+# alone: at most 493 can be read whole.
 def test_numbers_in_a_row_lose_no_digit_unnamed(engine, held):
     whole, length, silent = tally(rows.score(engine, range(1000, 1060), held))
     print(f"\n60 numbers: {whole} read whole, {length} of the right length; lost unnamed: {silent}")
-    assert whole >= 56 and length >= 58
+    assert whole >= 57 and length >= 58
     assert not silent
 
 
@@ -61,7 +63,23 @@ def test_numbers_in_a_row_lose_no_digit_unnamed(engine, held):
 def test_500_numbers_in_a_row(engine, held):
     whole, length, silent = tally(rows.score(engine, range(1000, 1500), held))
     print(f"\n500 numbers: {whole} read whole, {length} of the right length; lost unnamed: {silent}")
-    assert whole >= 455 and length >= 474 and len(silent) <= 12
+    assert whole >= 474 and length >= 487 and len(silent) <= 3
+
+
+def test_a_thin_pen_keeps_every_stroke_whole(held):
+    """rows.py's MNIST digits written with a thin pen (1.5 px of 60) have as many strokes
+    as the digit has (its ink above a quarter of full): none broken into specks nor lost
+    (make.mnist_alpha's erosion broke 21 of these 50)."""
+    import cv2
+
+    broken = []
+    for k in range(0, 5000, 100):
+        strokes = cv2.connectedComponents((held[0][k] > 64).astype(np.uint8))[0]
+        pen = make.mnist_pen_alpha(held[0][k], 60, 0.025, np.random.default_rng(k))
+        drawn = cv2.connectedComponents((pen > 0.3).astype(np.uint8))[0]
+        if drawn > strokes or pen.sum() < 60:
+            broken.append((k, strokes - 1, drawn - 1))
+    assert not broken
 
 
 def _row(patches, gap, height, below=None):
@@ -114,7 +132,7 @@ def test_two_digits_as_tall_as_each_other_are_not_read_as_one(engine, held):
         patches = []
         for d, pen in (("6", 0.08), ("1", 0.045), ("8", 0.08)):
             k = int(rng.choice(np.flatnonzero(held[1] == int(d))))
-            patches.append(make.mnist_alpha(held[0][k], 60 * rng.uniform(0.95, 1.05), pen, rng))
+            patches.append(make.mnist_pen_alpha(held[0][k], 60 * rng.uniform(0.95, 1.05), pen, rng))
         n = engine.read_number(_photo(_row(patches, round(rng.uniform(0.15, 0.3) * 60), 60), rng, 60))
         if len(n.number) < 3 and not n.skipped:
             lost.append(n.number)

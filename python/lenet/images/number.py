@@ -77,7 +77,10 @@ OVERLAP = 4.0
 # ("41" read as 4 at 99.8%, the 4 alone as 4 at 99.8%, the 1 alone as 1 at 93%). Such a
 # reading of one digit costs REDUNDANT. Chosen on make.py's numbers at seed 8 (80 of
 # each kind) and the photo-like set at seed 7: touching 52 -> 54 of 80 and 12 -> 12 of
-# 16, no kind fewer (3 cost a pencil number, 4 five numbers).
+# 16, no kind fewer (3 cost a pencil number, 4 five numbers). The piece must read as
+# another class than the digit: a 1 with a flag and a base cut down its stem reads as 1
+# from either sliver, and the charge made "311" read "34" (the two 1s as one 4; issue 63,
+# rows.py's seeds 0-999: 962 -> 963 read whole, the drawn sets as before).
 REDUNDANT, SURE, ALONE = 2.0, 0.99, 0.9
 # A 1 is a straight stroke; an arc of a 0 or the hook of a 4, cut off, reads as 1 too
 # (a pencil 0 in two arcs read as "11" at 98-100% each). A reading of 1 whose stroke
@@ -315,7 +318,8 @@ def _overlap(left: list[Part], right: list[Part]) -> float:
 def _redundant(score: dict, runs: list[_Run], probs: np.ndarray, height: float) -> None:
     """Charges REDUNDANT in ``score`` ((i, j) -> (log odds, run)) to each run of pieces
     that reads as the same class without its first or last piece (at SURE or more)
-    while that piece alone, a digit's height, reads as a digit (at ALONE or more)."""
+    while that piece alone, a digit's height, reads as a digit of another class (at
+    ALONE or more)."""
     index = {(r.i, r.j): k for k, r in enumerate(runs)}
     for (i, j), (odds, k) in list(score.items()):
         c = int(np.argmax(probs[k]))
@@ -326,6 +330,7 @@ def _redundant(score: dict, runs: list[_Run], probs: np.ndarray, height: float) 
                     pr.argmax() == c
                     and pr[c] >= SURE
                     and pa.max() >= ALONE
+                    and pa.argmax() != c
                     and runs[index[alone]].box[3] >= SHORT * height
                 ):
                     score[i, j] = (odds - REDUNDANT, k)
