@@ -21,7 +21,7 @@ from .images.limits import MAX_FILE_BYTES, max_image_pixels
 from .images.pixels import CLEAN_PAPER
 from .model import DEFAULT_MODEL, Model, load
 from .plans import describe_lines, describe_plans
-from .results import Number, Result, Skipped, answers, batch_results, result_of, results
+from .results import Number, Result, answers, batch_results, result_of, results
 from .shipped import NUMBER_RECHECK
 
 __all__ = [
@@ -482,8 +482,8 @@ class Engine:
             from .images.number import rechecked
 
             read = rechecked(read, self._second_reader)
-        rows, boxes, source, skipped = prepare_number(image, self.image_shape, read, channel_order)
-        return Number(results(rows, read(rows.x)), boxes, source, tuple(Skipped(box, why) for box, why in skipped))
+        rows, found, source = prepare_number(image, self.image_shape, read, channel_order)
+        return Number(results(rows, read(rows.x)), found.boxes, source, found.skipped, found.runner_up, found.margin)
 
     def _second_reader(self) -> Callable[[np.ndarray], np.ndarray]:
         """``recheck_with``'s engine's row_probabilities, the engine made on first use on

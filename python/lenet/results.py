@@ -158,6 +158,13 @@ def result_of(digit: int, probabilities: np.ndarray, source: str, mode: str, inp
 # so a digit read at 0.6 is right about 60% of the time, and read_number's second reader
 # (number.RECHECK_BELOW) takes the same line.
 IN_DOUBT_BELOW = 0.6
+# A number's length is in doubt (``Number.length_in_doubt``) when a reading of another number
+# of digits is less probable than the one given by under LENGTH_DOUBT in log odds (read_number's
+# scores: the network's log probabilities times number.DOUBT and the priors of size, ink and
+# cuts). Chosen on tools/photoset/rows.py's numbers at seeds 0-999 (lenet5): at 1.0, 8 of the 9
+# read with another length than written are in doubt, and 17 of the 991 read with the right
+# one (0.5: 6 of 9 and 4; 2.0: 8 of 9 and 79) (issue 63).
+LENGTH_DOUBT = 1.0
 
 
 @dataclass(frozen=True)
@@ -174,16 +181,27 @@ class Skipped:
 @dataclass(frozen=True)
 class Number:
     """A number read from one image: its digits left to right, and the ink of a digit's
-    size that was left out (``skipped``), so that no mark is lost without a word."""
+    size that was left out (``skipped``), so that no mark is lost without a word; the most
+    probable reading with another number of digits (``runner_up``, "" where there is none)
+    and how much less probable it is (``length_margin``, log odds), so that a length the
+    reading cannot stand behind says so (``length_in_doubt``)."""
 
     digits: list[Result]  # one per digit, left to right
     boxes: list[tuple[int, int, int, int]]  # each digit's x, y, width, height in the image's pixels
     source: str = ""
     skipped: tuple[Skipped, ...] = ()  # left to right
+    runner_up: str = ""
+    length_margin: float = float("inf")
 
     def in_doubt(self, below: float = IN_DOUBT_BELOW) -> list[int]:
         """The indices of the digits whose confidence (top probability) is under ``below``."""
         return [k for k, r in enumerate(self.digits) if r.confidence < below]
+
+    @property
+    def length_in_doubt(self) -> bool:
+        """Whether a reading of another number of digits (``runner_up``) came within
+        LENGTH_DOUBT log odds of this one: a digit may be lost, merged or split."""
+        return self.length_margin < LENGTH_DOUBT
 
     @property
     def number(self) -> str:
@@ -197,7 +215,8 @@ class Number:
 
     def __repr__(self) -> str:
         skipped = f", skipped={len(self.skipped)}" if self.skipped else ""
-        return f"Number({self.number!r}, confidence={self.confidence:.4f}, source={self.source!r}{skipped})"
+        doubt = f", runner_up={self.runner_up!r}" if self.length_in_doubt else ""
+        return f"Number({self.number!r}, confidence={self.confidence:.4f}, source={self.source!r}{skipped}{doubt})"
 
 
 class _Batch:

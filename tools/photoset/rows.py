@@ -110,7 +110,8 @@ def misread_alone(engine, held):
 
 def score(engine, seeds, held):
     """(seed, label, read, skipped marks, per-digit confidences, whether the number holds
-    a digit the network misreads alone) per seed."""
+    a digit the network misreads alone, the runner-up when the length is in doubt or "")
+    per seed."""
     import lenet
 
     misread = misread_alone(engine, held)
@@ -120,9 +121,10 @@ def score(engine, seeds, held):
         bound = bool(misread[drawn].any())
         try:
             n = engine.read_number(data)
-            out.append((seed, label, n.number, len(n.skipped), [r.confidence for r in n.digits], bound))
+            doubt = n.runner_up if n.length_in_doubt else ""
+            out.append((seed, label, n.number, len(n.skipped), [r.confidence for r in n.digits], bound, doubt))
         except lenet.InputError:
-            out.append((seed, label, "", 0, [], bound))
+            out.append((seed, label, "", 0, [], bound, ""))
     return out
 
 
@@ -146,16 +148,22 @@ def main(argv=None):
     scored = score(lenet.Engine(args.weights, device="cpu"), seeds, held)
     whole = sum(label == read for _, label, read, *_ in scored)
     length = sum(len(label) == len(read) for _, label, read, *_ in scored)
-    silent = [s for s, label, read, skipped, *_ in scored if len(read) < len(label) and not skipped]
-    bound = sum(b for *_, b in scored)
+    silent = [t for t in scored if len(t[2]) < len(t[1]) and not t[3] and not t[6]]
+    bound = sum(t[5] for t in scored)
+    wrong = [t for t in scored if len(t[2]) != len(t[1])]
+    doubted = sum(bool(t[6]) for t in wrong)
+    runner_up = sum(t[6] == t[1] for t in wrong)
+    false_doubt = sum(bool(t[6]) for t in scored if len(t[2]) == len(t[1]))
     print(
-        f"{args.weights}: {whole}/{len(scored)} read whole, {length} of the right length, {len(silent)} lost a digit"
-        f" unnamed; {bound} hold a digit the network misreads alone (at most {len(scored) - bound} can be read whole)"
+        f"{args.weights}: {whole}/{len(scored)} read whole, {length} of the right length, {len(silent)} lost a"
+        f" digit with nothing named nor the length in doubt; {bound} hold a digit the network misreads alone"
+        f" (at most {len(scored) - bound} can be read whole). Length in doubt: {doubted} of the {len(wrong)} of"
+        f" another length (the runner-up right in {runner_up}), {false_doubt} of the {length} of the right length"
     )
-    for s, label, read, skipped, conf, b in scored:
+    for s, label, read, skipped, conf, b, doubt in scored:
         if label != read:
-            alone = ", a digit misread alone" if b else ""
-            print(f"  seed {s}: {label} read {read!r}, {skipped} skipped, {' '.join(f'{c:.2f}' for c in conf)}{alone}")
+            notes = (", a digit misread alone" if b else "") + (f", length in doubt: {doubt}?" if doubt else "")
+            print(f"  seed {s}: {label} read {read!r}, {skipped} skipped, {' '.join(f'{c:.2f}' for c in conf)}{notes}")
     return 0
 
 

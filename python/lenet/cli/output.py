@@ -33,7 +33,9 @@ def result_record(r, top_k: int, unsure_below: float) -> dict:
 def number_record(number, top_k: int, unsure_below: float) -> dict:
     """A number read (--digits) as JSON, the same on standard output and in --output's JSON
     lines: each digit with its confidence and whether it is in doubt (under --unsure-below,
-    else results.IN_DOUBT_BELOW), and the marks of a digit's size left out (``skipped``)."""
+    else results.IN_DOUBT_BELOW), the marks of a digit's size left out (``skipped``), and
+    whether the number's length is in doubt, with the reading of another length that came
+    near (``runner_up``, its ``length_margin`` in log odds; null where there is none)."""
     below = unsure_below or IN_DOUBT_BELOW
     return {
         "path": number.source,
@@ -52,6 +54,9 @@ def number_record(number, top_k: int, unsure_below: float) -> dict:
         ],
         "in_doubt_below": below,
         "skipped": [{"box": list(s.box), "why": s.why} for s in number.skipped],
+        "length_in_doubt": number.length_in_doubt,
+        "runner_up": number.runner_up or None,
+        "length_margin": number.length_margin if number.runner_up else None,
     }
 
 
@@ -111,7 +116,8 @@ class Output:
 
 def doubt_line(number, below: float) -> str:
     """What a number's line adds when a digit is in doubt (top probability under
-    ``below``) or ink of a digit's size was skipped: "" when neither."""
+    ``below``), its length is (a reading of another length came near), or ink of a digit's
+    size was skipped: "" when none."""
     said = []
     doubted = number.in_doubt(below)
     if doubted:
@@ -121,6 +127,8 @@ def doubt_line(number, below: float) -> str:
                 f"digit {k + 1} ({number.digits[k].digit} at {100 * number.digits[k].confidence:.1f}%)" for k in doubted
             )
         )
+    if number.length_in_doubt:
+        said.append(f"length in doubt: {number.runner_up} nearly as likely")
     if number.skipped:
         said.append("skipped: " + ", ".join(f"{s.why} at {tuple(s.box)}" for s in number.skipped))
     return "".join(f"; {s}" for s in said)

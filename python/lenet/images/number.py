@@ -4,7 +4,7 @@ real images (see ``page``'s docstring for all of them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -378,9 +378,13 @@ def _bend(drawn: np.ndarray) -> float:
     return float(np.linalg.lstsq(design, centre * weight, rcond=None)[0][2])
 
 
-def _choose(pieces: list[Part], sides: np.ndarray, runs: list[_Run], probs: np.ndarray, height: float) -> list[int]:
+def _choose(
+    pieces: list[Part], sides: np.ndarray, runs: list[_Run], probs: np.ndarray, height: float
+) -> tuple[list[int], list[int], float]:
     """The runs (indices into ``runs``, left to right) of the most probable reading
-    of all the pieces: each piece in one digit or a stray mark. A digit counts with
+    of all the pieces, each piece in one digit or a stray mark; those of the most probable
+    reading of another number of digits (``_runner_up``; [] where there is none); and how
+    much less probable that is, in log odds (inf where there is none). A digit counts with
     the probability the network gives its best class (``probs``, one row per run; its
     log times DOUBT),
     how usual its width is for that class (``ASPECT``, SLANT) and its height for the
@@ -424,13 +428,18 @@ def _choose(pieces: list[Part], sides: np.ndarray, runs: list[_Run], probs: np.n
     first: dict[int, int] = {}
     for k, p in enumerate(pieces):
         first.setdefault(p.label, k)
+    skips = {}  # j -> (i, log odds): pieces i..j-1, the whole of a component, skipped as a mark
+    for j in range(1, n + 1):
+        if j == n or pieces[j].label != pieces[j - 1].label:  # the last piece of its component
+            i = first[pieces[j - 1].label]
+            skips[j] = (i, -SKIP * (sides[j - 1] / height) ** 2)
     # best[j]: the score of the best reading of pieces 0..j-1; back[j]: the run that ends it,
     # or ~i where pieces i..j-1 are a mark skipped.
     best, back = [0.0] + [-np.inf] * n, [0] * (n + 1)
     for j in range(1, n + 1):
-        if j == n or pieces[j].label != pieces[j - 1].label:  # the last piece of its component
-            i = first[pieces[j - 1].label]
-            best[j], back[j] = best[i] - SKIP * (sides[j - 1] / height) ** 2, ~i
+        if j in skips:
+            i, odds = skips[j]
+            best[j], back[j] = best[i] + odds, ~i
         for i in range(j):
             if (i, j - 1) in score and best[i] + score[i, j - 1][0] + boundary[i] > best[j]:
                 best[j], back[j] = best[i] + score[i, j - 1][0] + boundary[i], score[i, j - 1][1]
@@ -442,8 +451,43 @@ def _choose(pieces: list[Part], sides: np.ndarray, runs: list[_Run], probs: np.n
             chosen.append(back[j])
             j = runs[back[j]].i
     if not chosen:  # everything looked stray: the likeliest single digit
-        chosen = [max(score.values())[1]]
-    return chosen[::-1]
+        return [max(score.values())[1]], [], np.inf
+    other, odds = _runner_up(n, score, boundary, skips, len(chosen))
+    return chosen[::-1], other, best[n] - odds
+
+
+def _runner_up(n: int, score: dict, boundary: list[float], skips: dict, length: int) -> tuple[list[int], float]:
+    """The runs of the most probable reading of the ``n`` pieces with another number of
+    digits than ``length``, and its log odds, from ``_choose``'s terms (``score``: (i, j) ->
+    (log odds, run) of pieces i..j as a digit; ``boundary``: of a digit starting at each
+    piece; ``skips``: j -> (i, log odds) of pieces i..j-1 skipped as a mark); [] and -inf
+    where there is none: the same dynamic programming, per number of digits."""
+    best = np.full((n + 1, n + 2), -np.inf)  # [j, m]: the best reading of pieces 0..j-1 in m digits
+    back: dict[tuple[int, int], tuple[int, int]] = {}  # (j, m) -> (i, run or -1 for a mark)
+    best[0, 0] = 0.0
+    for j in range(1, n + 1):
+        if j in skips:
+            i, odds = skips[j]
+            for m in np.flatnonzero(best[i] + odds > best[j]):
+                best[j, m], back[j, m] = best[i, m] + odds, (i, -1)
+        for i in range(j):
+            if (i, j - 1) in score:
+                odds, k = score[i, j - 1]
+                better = np.flatnonzero(best[i, :-1] + odds + boundary[i] > best[j, 1:])
+                for m in better:
+                    best[j, m + 1], back[j, m + 1] = best[i, m] + odds + boundary[i], (i, k)
+    lengths = [m for m in range(1, n + 2) if m != length and np.isfinite(best[n, m])]
+    if not lengths:
+        return [], -np.inf
+    m = max(lengths, key=lambda q: best[n, q])
+    odds, other, j = float(best[n, m]), [], n
+    while j > 0:
+        i, k = back[j, m]
+        if k >= 0:
+            other.append(k)
+            m -= 1
+        j = i
+    return other[::-1], odds
 
 
 def _skipped(
@@ -482,23 +526,40 @@ def _skipped(
     return out
 
 
-def find_number(
-    img: np.ndarray, proba: Callable[[np.ndarray], np.ndarray], source: str = "<array>"
-) -> tuple[list[np.ndarray], list[tuple[int, int, int, int]], list[tuple[tuple[int, int, int, int], str]]]:
-    """The digits of a number written left to right in ``img``: MNIST images
-    (float32 (28, 28), 0..255) and boxes (x, y, w, h) in ``img``'s pixels, left to
-    right; and the ink of a digit's size that no digit holds, as (box, why)
-    (``_skipped``). ``proba``: the network, a batch of MNIST images (n, 28, 28) to class
-    probabilities (n, classes). Raises InputError ("no digit found") when there is no
-    digit (as ``to_mnist``)."""
+class FoundNumber(NamedTuple):
+    """What ``find_number`` found: the digits as MNIST images (float32 (28, 28), 0..255)
+    and their boxes (x, y, w, h), left to right; the ink of a digit's size that no digit
+    holds, as (box, why) (``_skipped``); the most probable reading with another number of
+    digits ("" where there is none) and how much less probable it is, in log odds
+    (``_choose``)."""
+
+    frames: list[np.ndarray]
+    boxes: list[tuple[int, int, int, int]]
+    skipped: list[tuple[tuple[int, int, int, int], str]]
+    runner_up: str
+    margin: float
+
+
+def find_number(img: np.ndarray, proba: Callable[[np.ndarray], np.ndarray], source: str = "<array>") -> FoundNumber:
+    """The digits of a number written left to right in ``img`` (boxes in its pixels).
+    ``proba``: the network, a batch of MNIST images (n, 28, 28) to class probabilities (n,
+    classes). Raises InputError ("no digit found") when there is no digit (as
+    ``to_mnist``)."""
     page = Page(img, source)
     pieces, height, off_row = _pieces(page)
     runs = _runs(page, pieces, height)
     if not runs:  # pragma: no cover - a piece has ink, so it draws
         raise InputError(f"{source}: no digit found")
     probs = proba(np.stack([r.frame for r in runs]))
-    chosen = [runs[k] for k in _choose(pieces, page.side[[p.label for p in pieces]], runs, probs, height)]
+    picked, other, margin = _choose(pieces, page.side[[p.label for p in pieces]], runs, probs, height)
+    chosen = [runs[k] for k in picked]
     used = {pieces[k].label for r in chosen for k in range(r.i, r.j + 1)}
     left = [int(q) for q in page.ink_labels() if int(q) not in used]
     skipped = [(tuple(v * page.n for v in box), why) for box, why in _skipped(page, left, off_row, height)]
-    return [r.frame for r in chosen], [tuple(int(v) * page.n for v in r.box) for r in chosen], skipped
+    return FoundNumber(
+        [r.frame for r in chosen],
+        [tuple(int(v) * page.n for v in r.box) for r in chosen],
+        skipped,
+        "".join(str(int(np.argmax(probs[k]))) for k in other),
+        float(margin),
+    )

@@ -49,13 +49,14 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from .. import _pools
 from .._native import _core
 from ..errors import InputError
+from ..results import Skipped
 from .decode import MAX_FILE_BYTES, cv2_message, decode, read_bytes, read_error, read_file
 from .limits import check_pixels, max_image_pixels
 from .pixels import (
@@ -72,6 +73,9 @@ from .pixels import (
     to_pixels,
 )
 from .sniff import image_size
+
+if TYPE_CHECKING:
+    from .number import FoundNumber
 
 MODES = ("auto", "mnist", "photo")
 
@@ -558,10 +562,10 @@ def check_batch_size(batch_size: Optional[int]) -> None:
 
 def prepare_number(
     image: Any, input_hwc: Sequence[int], probabilities: Callable[[np.ndarray], np.ndarray], channel_order: str = "rgb"
-) -> tuple[Rows, list[tuple[int, int, int, int]], str, list[tuple[tuple[int, int, int, int], str]]]:
+) -> tuple[Rows, FoundNumber, str]:
     """The digits of a number written left to right in one image (a path, bytes or an
-    array) as the model's rows, each digit's box (x, y, w, h) in the image, the
-    image's label, and the ink of a digit's size left out, as (box, why).
+    array) as the model's rows, what ``number.find_number`` found (its boxes in the
+    image's pixels, its skipped marks as ``Skipped``), and the image's label.
     ``probabilities`` (the engine: rows -> probabilities) chooses between reading a wide
     blob as one digit or as several touching ones."""
     need_cv2()
@@ -588,8 +592,9 @@ def prepare_number(
     from . import number
 
     with _opencv_errors(sources[0], parts[0], "number"):
-        frames, boxes, skipped = number.find_number(parts[0], lambda frames: probabilities(rows(frames).x), sources[0])
-    if reduced != 1:
-        boxes = [tuple(round(v * reduced) for v in box) for box in boxes]
-        skipped = [(tuple(round(v * reduced) for v in box), why) for box, why in skipped]
-    return rows(frames), boxes, sources[0], skipped
+        found = number.find_number(parts[0], lambda frames: probabilities(rows(frames).x), sources[0])
+    scaled = lambda box: tuple(round(v * reduced) for v in box)  # noqa: E731
+    found = found._replace(
+        boxes=[scaled(box) for box in found.boxes], skipped=tuple(Skipped(scaled(b), why) for b, why in found.skipped)
+    )
+    return rows(found.frames), found, sources[0]

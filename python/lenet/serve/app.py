@@ -497,6 +497,8 @@ def create_app(engine: Optional[Engine] = None, options: Optional[Options] = Non
             ],
             "in_doubt": number.in_doubt(),
             "skipped": [{"box": list(s.box), "why": s.why} for s in number.skipped],
+            "length_in_doubt": number.length_in_doubt,
+            "runner_up": number.runner_up or None,
         }
 
     @app.get("/v1/model")
