@@ -80,20 +80,21 @@ def test_a_length_read_wrong_is_in_doubt_and_the_runner_up_is_the_number(engine,
 
 
 def test_the_runner_up_is_the_best_reading_of_another_length():
-    """_runner_up's dynamic programming over lengths on hand-made scores: pieces 0-2 as one
+    """The dynamic programming over lengths on hand-made scores: pieces 0-2 as one
     digit (log odds -1), as 0 and 1-2 (-0.5 + 0), or as three digits (-0.5 + 0.5 + 0.5, a
     boundary before piece 2 costing 2: -1.5); then a mark skipped."""
     from lenet.images import number
 
     score = {(0, 2): (-1.0, 0), (0, 0): (-0.5, 1), (1, 2): (0.0, 2), (1, 1): (0.5, 3), (2, 2): (0.5, 4)}
     boundary = [0.0, 0.0, -2.0, 0.0]
-    assert number._runner_up(3, score, boundary, {}, 2) == ([0], -1.0)  # read in 2: one digit next
-    assert number._runner_up(3, score, boundary, {}, 1) == ([1, 2], -0.5)
-    assert number._runner_up(3, score, boundary, {}, 3) == ([1, 2], -0.5)
+    readings = number._readings(3, score, boundary, {})
+    assert number._runner_up(*readings, 2) == ([0], -1.0)  # read in 2: one digit next
+    assert number._runner_up(*readings, 1) == ([1, 2], -0.5)
+    assert number._runner_up(*readings, 3) == ([1, 2], -0.5)
     # Piece 1 skipped as a mark (-0.5): read in two digits (1.2), the runner-up is 0 alone.
     score, skips = {(0, 0): (1.0, 0), (1, 1): (0.2, 1)}, {2: (1, -0.5)}
-    assert number._runner_up(2, score, [0.0, 0.0, 0.0], skips, 2) == ([0], 0.5)
-    assert number._runner_up(1, {(0, 0): (0.0, 0)}, [0.0, 0.0], {}, 1) == ([], -np.inf)
+    assert number._runner_up(*number._readings(2, score, [0.0, 0.0, 0.0], skips), 2) == ([0], 0.5)
+    assert number._runner_up(*number._readings(1, {(0, 0): (0.0, 0)}, [0.0, 0.0], {}), 1) == ([], -np.inf)
 
 
 def test_a_thin_pen_keeps_every_stroke_whole(held):

@@ -433,37 +433,22 @@ def _choose(
         if j == n or pieces[j].label != pieces[j - 1].label:  # the last piece of its component
             i = first[pieces[j - 1].label]
             skips[j] = (i, -SKIP * (sides[j - 1] / height) ** 2)
-    # best[j]: the score of the best reading of pieces 0..j-1; back[j]: the run that ends it,
-    # or ~i where pieces i..j-1 are a mark skipped.
-    best, back = [0.0] + [-np.inf] * n, [0] * (n + 1)
-    for j in range(1, n + 1):
-        if j in skips:
-            i, odds = skips[j]
-            best[j], back[j] = best[i] + odds, ~i
-        for i in range(j):
-            if (i, j - 1) in score and best[i] + score[i, j - 1][0] + boundary[i] > best[j]:
-                best[j], back[j] = best[i] + score[i, j - 1][0] + boundary[i], score[i, j - 1][1]
-    chosen, j = [], n
-    while j > 0:
-        if back[j] < 0:
-            j = ~back[j]
-        else:
-            chosen.append(back[j])
-            j = runs[back[j]].i
-    if not chosen:  # everything looked stray: the likeliest single digit
+    best, back = _readings(n, score, boundary, skips)
+    length = int(np.argmax(best[n]))
+    if length == 0:  # everything looked stray: the likeliest single digit
         return [max(score.values())[1]], [], np.inf
-    other, odds = _runner_up(n, score, boundary, skips, len(chosen))
-    return chosen[::-1], other, best[n] - odds
+    other, odds = _runner_up(best, back, length)
+    return _path(back, n, length), other, best[n, length] - odds
 
 
-def _runner_up(n: int, score: dict, boundary: list[float], skips: dict, length: int) -> tuple[list[int], float]:
-    """The runs of the most probable reading of the ``n`` pieces with another number of
-    digits than ``length``, and its log odds, from ``_choose``'s terms (``score``: (i, j) ->
-    (log odds, run) of pieces i..j as a digit; ``boundary``: of a digit starting at each
-    piece; ``skips``: j -> (i, log odds) of pieces i..j-1 skipped as a mark); [] and -inf
-    where there is none: the same dynamic programming, per number of digits."""
-    best = np.full((n + 1, n + 2), -np.inf)  # [j, m]: the best reading of pieces 0..j-1 in m digits
-    back: dict[tuple[int, int], tuple[int, int]] = {}  # (j, m) -> (i, run or -1 for a mark)
+def _readings(n: int, score: dict, boundary: list[float], skips: dict) -> tuple[np.ndarray, dict]:
+    """The dynamic programming over the ``n`` pieces, per number of digits: ``best[j, m]``,
+    the log odds of the best reading of pieces 0..j-1 in m digits, and ``back``: (j, m) ->
+    (i, run ending it, or -1 where pieces i..j-1 are a mark skipped). From ``_choose``'s
+    terms: ``score``, (i, j) -> (log odds, run) of pieces i..j as a digit; ``boundary``, of
+    a digit starting at each piece; ``skips``, j -> (i, log odds) of pieces i..j-1 skipped."""
+    best = np.full((n + 1, n + 2), -np.inf)
+    back: dict[tuple[int, int], tuple[int, int]] = {}
     best[0, 0] = 0.0
     for j in range(1, n + 1):
         if j in skips:
@@ -473,21 +458,32 @@ def _runner_up(n: int, score: dict, boundary: list[float], skips: dict, length: 
         for i in range(j):
             if (i, j - 1) in score:
                 odds, k = score[i, j - 1]
-                better = np.flatnonzero(best[i, :-1] + odds + boundary[i] > best[j, 1:])
-                for m in better:
+                for m in np.flatnonzero(best[i, :-1] + odds + boundary[i] > best[j, 1:]):
                     best[j, m + 1], back[j, m + 1] = best[i, m] + odds + boundary[i], (i, k)
+    return best, back
+
+
+def _path(back: dict, j: int, m: int) -> list[int]:
+    """The runs, left to right, of the best reading of pieces 0..j-1 in m digits (``_readings``)."""
+    runs = []
+    while j > 0:
+        i, k = back[j, m]
+        if k >= 0:
+            runs.append(k)
+            m -= 1
+        j = i
+    return runs[::-1]
+
+
+def _runner_up(best: np.ndarray, back: dict, length: int) -> tuple[list[int], float]:
+    """The runs of the most probable reading of all the pieces (``_readings``) with another
+    number of digits than ``length``, and its log odds; [] and -inf where there is none."""
+    n = best.shape[0] - 1
     lengths = [m for m in range(1, n + 2) if m != length and np.isfinite(best[n, m])]
     if not lengths:
         return [], -np.inf
     m = max(lengths, key=lambda q: best[n, q])
-    odds, other, j = float(best[n, m]), [], n
-    while j > 0:
-        i, k = back[j, m]
-        if k >= 0:
-            other.append(k)
-            m -= 1
-        j = i
-    return other[::-1], odds
+    return _path(back, n, m), float(best[n, m])
 
 
 def _skipped(
