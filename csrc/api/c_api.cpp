@@ -176,6 +176,15 @@ lenet_error* lenet_options_set_cpu_kernels(lenet_options* o, const char* kernels
         options.cpu_kernels = std::move(value);
     });
 }
+lenet_error* lenet_options_set_precision(lenet_options* o, const char* precision) {
+    return guarded([&] {
+        const char* call = "lenet_options_set_precision";
+        auto& options = given(o, call, "options")->options;
+        std::string value = text(precision, call, "the precision");
+        api::check_precision(value);
+        options.precision = std::move(value);
+    });
+}
 lenet_error* lenet_options_set_allow_tf32(lenet_options* o, int allow) {
     return guarded([&] { given(o, "lenet_options_set_allow_tf32", "options")->options.allow_tf32 = allow != 0; });
 }

@@ -39,6 +39,11 @@ void check_cpu_kernels(const std::string& kernels) {
                      "' (expected 'auto', 'avx512', 'avx2', 'neon', 'generic', 'blas' or 'nchw')");
 }
 
+void check_precision(const std::string& precision) {
+    if (precision != "exact" && precision != "fast")
+        throw InputError("precision must be 'exact' or 'fast', not '" + precision + "'");
+}
+
 void check_cuda_path(const std::string& path) {
     if (path != "auto" && path != "fused" && path != "library" && path != "fast")
         throw InputError("cuda_path must be 'auto', 'fused', 'library' or 'fast', not '" + path + "'");
@@ -50,12 +55,14 @@ std::unique_ptr<Executor> executor_open(std::shared_ptr<const Network> network, 
         throw InputError("threads must be an integer in [1, 1024], got " + number_str(options.threads));
     check_device(options.device);
     check_cpu_kernels(options.cpu_kernels);
+    check_precision(options.precision);
     check_cuda_path(options.cuda_path);
     BackendOptions b;
     b.threads = options.threads;
     b.allow_tf32 = options.allow_tf32;
     b.cuda_graphs = options.cuda_graphs;
     b.cpu_kernels = options.cpu_kernels;
+    b.precision = options.precision;
     b.cuda_path = options.cuda_path;
     return std::make_unique<Executor>(std::move(network), make_backend(options.device, b), options.threads);
 }

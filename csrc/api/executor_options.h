@@ -15,6 +15,7 @@ struct ExecutorOptions {
     std::string device = "cpu";  // "cpu" or "cuda"
     int threads = 0;             // 1..1024; 0: the CPUs this process may run on
     std::string cpu_kernels = "auto";  // "auto", "avx512", "avx2", "neon", "generic", "blas" or "nchw"
+    std::string precision = "exact";   // "exact" or "fast" (BackendOptions::precision)
     bool allow_tf32 = false;
     bool cuda_graphs = true;
     std::string cuda_path = "auto";  // "auto", "fused", "library" or "fast"
@@ -26,6 +27,7 @@ struct ExecutorOptions {
 void check_device(const std::string& device);
 void check_threads(int threads);
 void check_cpu_kernels(const std::string& kernels);
+void check_precision(const std::string& precision);
 void check_cuda_path(const std::string& path);
 
 // The CPUs this process may run on (its affinity mask), as Python's default_threads().

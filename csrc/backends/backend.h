@@ -170,6 +170,11 @@ struct BackendOptions {
     // CPU: "auto" (the best direct kernels this CPU runs), "avx512", "avx2", "neon"
     // (aarch64), "generic", or "blas" (im2col + SGEMM everywhere: the reference path).
     std::string cpu_kernels = "auto";
+    // CPU: "exact" (every algorithm at least as close to float64 as the direct kernels:
+    // Winograd's sums in double, backends/cpu/winograd.h) or "fast" (Winograd in float32,
+    // up to about 11x further from float64 on lenet-tf). CUDA: unused (allow_tf32 is its
+    // opt-in; cuDNN's algorithms are held to IMPLICIT_GEMM's answer).
+    std::string precision = "exact";
     bool allow_tf32 = false;  // CUDA: permit TF32 tensor-core math
     bool cuda_graphs = true;  // CUDA: capture each plan's forward pass and replay it
     // CUDA: "auto" (the fused whole-network kernel where its rule says it is faster,

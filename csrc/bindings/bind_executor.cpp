@@ -109,7 +109,8 @@ py::object pixel_answer(Executor& ex, const py::array_t<uint8_t, py::array::c_st
 void bind_executor(py::module_& m) {
     py::class_<Executor>(m, "Executor")
         .def(py::init([](std::shared_ptr<Network> net, const std::string& device, int threads, bool allow_tf32,
-                         bool cuda_graphs, const std::string& cpu_kernels, const std::string& cuda_path) {
+                         bool cuda_graphs, const std::string& cpu_kernels, const std::string& cuda_path,
+                         const std::string& precision) {
                  // The C API's own path (include/lenet/lenet_c.h): the same checks, the same words.
                  api::ExecutorOptions options;
                  options.device = device;
@@ -118,10 +119,12 @@ void bind_executor(py::module_& m) {
                  options.cuda_graphs = cuda_graphs;
                  options.cpu_kernels = cpu_kernels;
                  options.cuda_path = cuda_path;
+                 options.precision = precision;
                  return api::executor_open(net, options);
              }),
              py::arg("network"), py::arg("device"), py::arg("threads"), py::arg("allow_tf32") = false,
-             py::arg("cuda_graphs") = true, py::arg("cpu_kernels") = "auto", py::arg("cuda_path") = "auto")
+             py::arg("cuda_graphs") = true, py::arg("cpu_kernels") = "auto", py::arg("cuda_path") = "auto",
+             py::arg("precision") = "exact")
         .def(
             "run",
             [](Executor& ex, const py::array_t<float, py::array::c_style>& x) {

@@ -65,6 +65,10 @@ struct EngineOptions {
     // "blas" (im2col + OpenBLAS: the reference path) or "nchw" (the CUDA backend's layout and
     // algorithms on the CPU, to test the GPU path without a GPU).
     std::string cpu_kernels = "auto";
+    // "exact" (every algorithm at least as close to a float64 evaluation as the direct kernels)
+    // or "fast" (Winograd convolutions in float32: faster, several times further from it).
+    // The CPU's; the GPU ignores it. Needs a library of ABI LENET_1.1 or later.
+    std::string precision = "exact";
     // CUDA only, as Python's Engine takes them: TF32 tensor-core math, CUDA graphs, and
     // cuda_path "auto" (the faster of the fused whole-network kernel and cuDNN + cuBLAS, timed,
     // where the kernel can run the model), "fused" (the kernel wherever it can run), "library"
@@ -202,6 +206,7 @@ private:
             detail::check(lenet_options_set_device(get(), o.device.c_str()));
             detail::check(lenet_options_set_threads(get(), o.threads));
             detail::check(lenet_options_set_cpu_kernels(get(), o.cpu_kernels.c_str()));
+            detail::check(lenet_options_set_precision(get(), o.precision.c_str()));
             detail::check(lenet_options_set_allow_tf32(get(), o.allow_tf32));
             detail::check(lenet_options_set_cuda_graphs(get(), o.cuda_graphs));
             detail::check(lenet_options_set_cuda_path(get(), o.cuda_path.c_str()));

@@ -59,8 +59,8 @@ LENET_API void lenet_error_free(lenet_error* error);
 LENET_API const char* lenet_version(void);
 
 /* ---- options: how an engine runs. Created with the defaults: device "cpu", threads 0 (the
- * CPUs this process may run on), cpu_kernels "auto", allow_tf32 0, cuda_graphs 1,
- * cuda_path "auto". A setter checks its value (INPUT_ERROR naming it). */
+ * CPUs this process may run on), cpu_kernels "auto", precision "exact", allow_tf32 0,
+ * cuda_graphs 1, cuda_path "auto". A setter checks its value (INPUT_ERROR naming it). */
 LENET_API lenet_error* lenet_options_create(lenet_options** out);
 LENET_API void lenet_options_free(lenet_options* options);
 /* "cpu" or "cuda" (the GPU: the CUDA backend library, cuDNN and cuBLAS, loaded on demand). */
@@ -71,6 +71,10 @@ LENET_API lenet_error* lenet_options_set_threads(lenet_options* options, int thr
  * "avx2" or "generic" (whether this CPU runs the set is known when an engine is loaded), "blas"
  * (im2col + OpenBLAS, the reference path) or "nchw" (the CUDA backend's layout on the CPU). */
 LENET_API lenet_error* lenet_options_set_cpu_kernels(lenet_options* options, const char* kernels);
+/* "exact" (the default: every algorithm at least as close to a float64 evaluation as the direct
+ * kernels; Winograd's sums in double) or "fast" (Winograd's transforms and sums in float32: faster,
+ * several times further from the exact answer). The CPU's; the GPU ignores it. Since LENET_1.1. */
+LENET_API lenet_error* lenet_options_set_precision(lenet_options* options, const char* precision);
 /* CUDA only, as Python's Engine takes them (docs/gpu.md): TF32 math, CUDA graphs, and the path:
  * "auto" (the faster of the fused whole-network kernel and cuDNN + cuBLAS where the kernel can
  * run the model), "fused", "library" (cuDNN + cuBLAS) or "fast" (auto's kernels, faster transfers). */

@@ -62,7 +62,9 @@ class Engine:
     each plan took, its transfer, and why. CPU only: ``cpu_kernels`` is
     "auto" (the best hand-written kernels this CPU runs), "avx512", "avx2",
     "neon" (aarch64), "generic", or "blas" (im2col + OpenBLAS SGEMM: the reference path);
-    ``lenet.cpu_kernel_sets()`` lists what this CPU runs.
+    ``lenet.cpu_kernel_sets()`` lists what this CPU runs. ``precision``: "exact" (the default;
+    docs/how-it-works.md#precision) or "fast" (the CPU's Winograd convolutions in float32:
+    faster, answers several times further from the exact ones). The GPU ignores it.
     ``recheck_with``: the second reader of ``read_number``, which reads again the
     candidate digits this model is unsure of (weights as ``weights`` takes them, of the
     same image shape and classes; made and checked on first use); "auto" (the default): lenet-tf for
@@ -90,6 +92,7 @@ class Engine:
         cpu_kernels: str = "auto",
         cuda_path: str = "auto",
         recheck_with: Union[str, os.PathLike, Model, None] = "auto",
+        precision: str = "exact",
     ):
         self.model = weights if isinstance(weights, Model) else load(weights, arch=arch)
         if isinstance(recheck_with, str) and recheck_with == "auto":
@@ -108,11 +111,10 @@ class Engine:
             input_scale, mean, std, self.model.preprocessing, image[2] if image else None
         )
         self.input_scale = self.preprocessing.scale
-        if not isinstance(cpu_kernels, str):
-            raise InputError(f"cpu_kernels must be a string, got {cpu_kernels!r}")
-        if not isinstance(cuda_path, str):
-            raise InputError(f"cuda_path must be a string, got {cuda_path!r}")
-        options = (threads, allow_tf32, cuda_graphs, cpu_kernels, cuda_path)
+        for name, value in (("cpu_kernels", cpu_kernels), ("cuda_path", cuda_path), ("precision", precision)):
+            if not isinstance(value, str):
+                raise InputError(f"{name} must be a string, got {value!r}")
+        options = (threads, allow_tf32, cuda_graphs, cpu_kernels, cuda_path, precision)
         self.device, self._executor = routing.executor_for(device, self.model.network, options)
         # What a copy of this Engine in another process is made with (see __reduce__): the
         # device and thread count as asked ("auto" is decided again where it lands).
@@ -127,11 +129,12 @@ class Engine:
             "cpu_kernels": cpu_kernels,
             "cuda_path": cuda_path,
             "recheck_with": recheck_with,
+            "precision": precision,
         }
         self._options = {
             "tf32": bool(allow_tf32) and self.device in ("cuda", "auto"),
             "graphs": bool(cuda_graphs) and self.device in ("cuda", "auto"),
-            "cpu_kernels": cpu_kernels,
+            "precision": precision,
         }
         self._rank = len(self.model.input_shape)
         # Asked per call on the serving path: the core answers through pybind11 each time.
@@ -490,17 +493,9 @@ class Engine:
         this one's device and options."""
         with self._recheck_lock:
             if self._recheck is None:
-                made = self._made_with
-                second = Engine(
-                    self._recheck_with,
-                    device=self.device,
-                    threads=made["threads"],
-                    allow_tf32=made["allow_tf32"],
-                    cuda_graphs=made["cuda_graphs"],
-                    cpu_kernels=made["cpu_kernels"],
-                    cuda_path=made["cuda_path"],
-                    recheck_with=None,
-                )
+                same = ("threads", "allow_tf32", "cuda_graphs", "cpu_kernels", "cuda_path", "precision")
+                options = {k: self._made_with[k] for k in same}
+                second = Engine(self._recheck_with, device=self.device, recheck_with=None, **options)
                 if second.model.image_shape != self.model.image_shape or second.classes != self.classes:
                     second.close()
                     raise InputError(

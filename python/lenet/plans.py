@@ -21,6 +21,7 @@ def describe_plans(executor: Any, model: Any, device: str, options: dict) -> dic
         "description": executor.description,
         "tf32": options["tf32"],
         "graphs": options["graphs"],
+        "precision": options.get("precision", "exact"),
         "plans": [],
         "steps": [],
     }
@@ -56,6 +57,14 @@ def describe_plans(executor: Any, model: Any, device: str, options: dict) -> dic
     return out
 
 
+# What precision="fast" costs where it applies (the CPU's Winograd convolutions in float32;
+# issue 74, PERFORMANCE.md): the model's answers against a float64 evaluation.
+FAST_COST = (
+    "float32 transforms and sums: lenet-tf's probabilities 8x as far from float64 as with "
+    "precision='exact' (tools/precision/float64.py measures a model)"
+)
+
+
 def describe_lines(d: dict) -> list:
     """``describe()``'s dictionary as the lines ``Engine.summary`` prints."""
     lines = []
@@ -81,8 +90,10 @@ def describe_lines(d: dict) -> list:
         if plan.get("transfer"):  # on CUDA
             lines.append(f"  transfer: {plan['transfer']} ({plan['transfer_why']})")
     for s in d["steps"]:
-        keys = ("algorithm", "math", "fused", "workspace_bytes", "program")
+        keys = ("algorithm", "tile", "precision", "math", "fused", "workspace_bytes", "program")
         facts = [f"{k}={s[k]}" for k in keys if s.get(k) is not None]
+        if s.get("precision") == "fast":
+            facts.append(FAST_COST)
         if facts:
             lines.append(
                 f"  {s['op']:<12} {s['layers']:<24} "

@@ -54,15 +54,23 @@ class Classifier:
     file on the driver alone is enough). ``device``: "auto" (a GPU when the actor has
     one: ask for it with ``num_gpus=1``), "cpu" or "cuda". ``threads``: the engine's CPU
     threads (default: the CPUs the actor may use). ``mode``: as for ``lenet.infer``.
+    ``precision``: as for ``lenet.Engine``.
     """
 
-    def __init__(self, weights: Any = None, device: str = "auto", threads: Optional[int] = None, mode: str = "auto"):
+    def __init__(
+        self,
+        weights: Any = None,
+        device: str = "auto",
+        threads: Optional[int] = None,
+        mode: str = "auto",
+        precision: str = "exact",
+    ):
         ray = _ray()
         if isinstance(weights, ray.ObjectRef):
             weights = ray.get(weights)
         if threads is None:
             threads = _actor_cpus()
-        self.engine = Engine(weights, device=device, threads=threads)
+        self.engine = Engine(weights, device=device, threads=threads, precision=precision)
         self.mode = mode
 
     def __call__(self, batch: dict) -> dict:
@@ -165,6 +173,7 @@ def classify(
     threads: Optional[int] = None,
     preserve_order: bool = False,
     read_in_actors: Optional[bool] = None,
+    precision: str = "exact",
 ) -> Any:
     """A Dataset of the classified images (lazy: nothing runs until it is consumed or
     written). ``inputs``: a directory or a path (local, or any filesystem Ray reads:
@@ -174,8 +183,8 @@ def classify(
     ``num_cpus`` / ``num_gpus``: what each actor asks Ray for (``num_gpus=1`` puts each
     Engine on a GPU); ``threads``: the engine threads per actor (default ``num_cpus``);
     ``batch_size``: rows per call of an actor (the engine's own batches are up to this
-    size). ``preserve_order``: rows in input order (slower on a cluster: a straggler
-    holds the rest back). The model is loaded once here and shared through the object
+    size). ``precision``: as for ``lenet.Engine``. ``preserve_order``: rows in input order
+    (slower on a cluster: a straggler holds the rest back). The model is loaded once here and shared through the object
     store, so only the driver needs to read the weights file.
 
     ``read_in_actors``: the actors read local files themselves, given only their paths
@@ -230,6 +239,7 @@ def classify(
             "device": device,
             "threads": threads or int(max(1, actor_cpus)),
             "mode": mode,
+            "precision": precision,
         },
         batch_size=batch_size,
         batch_format="numpy",

@@ -50,6 +50,30 @@ def test_default_engine_describes_itself(engine):
         assert name in text
 
 
+def test_precision_is_exact_unless_fast_is_asked_and_says_what_fast_costs(digits):
+    # Issue 74: lenet-tf's second layer is a Winograd F(4x4, 5x5) convolution, in double by
+    # default; precision="fast" runs it in float32 and summary() says what that costs.
+    images = digits[0][:16]
+    exact = lenet.Engine("lenet-tf", device="cpu", threads=1)
+    fast = lenet.Engine("lenet-tf", device="cpu", threads=1, precision="fast")
+    assert exact.describe()["precision"] == "exact" and fast.describe()["precision"] == "fast"
+    steps = {
+        p: [s for s in e.describe()["steps"] if s["algorithm"] == "winograd"]
+        for p, e in [("exact", exact), ("fast", fast)]
+    }
+    assert [s["precision"] for s in steps["exact"]] == ["exact"] and [s["precision"] for s in steps["fast"]] == ["fast"]
+    assert "precision=fast" in fast.summary_text() and "float64" in fast.summary_text()
+    assert "precision=exact" in exact.summary_text() and "float64" not in exact.summary_text()
+    x = images.astype(np.float32)[..., None] / 255
+    p_exact, p_fast = exact.predict_proba(x), fast.predict_proba(x)
+    np.testing.assert_allclose(p_fast, p_exact, atol=1e-5)  # the same answers, less exactly
+    assert not np.array_equal(p_fast, p_exact)
+    with pytest.raises(lenet.InputError, match="precision must be 'exact' or 'fast', not 'half'"):
+        lenet.Engine("lenet5", device="cpu", precision="half")
+    with pytest.raises(lenet.InputError, match="precision must be a string"):
+        lenet.Engine("lenet5", device="cpu", precision=None)
+
+
 def test_shipped_models_load():
     for name in lenet.SHIPPED_MODELS:
         m = lenet.load(name)

@@ -96,6 +96,18 @@ def test_weights_option_and_bad_weights(tmp_path):
     assert out.returncode == 2 and "bad.h5" in out.stderr
 
 
+def test_precision_option():
+    # Issue 74: exact by default; --precision fast runs the CPU's Winograd in float32 and the
+    # summary says so, with what it costs.
+    out = cli("--weights", "lenet-tf", "--device", "cpu", "--summary", EXAMPLES[7])
+    assert out.returncode == 0 and "precision=exact" in out.stdout and out.stdout.rstrip().endswith("7 (100.0%)")
+    out = cli("--weights", "lenet-tf", "--device", "cpu", "--precision", "fast", "--summary", EXAMPLES[7])
+    assert out.returncode == 0 and "precision=fast" in out.stdout and "float64" in out.stdout
+    assert out.stdout.rstrip().endswith("7 (100.0%)")
+    out = cli("--precision", "half", EXAMPLES[7])
+    assert out.returncode == 2 and "--precision" in out.stderr
+
+
 def test_usage_errors():
     assert cli().returncode == 2
     assert cli("--device", "tpu", "x.png").returncode == 2

@@ -4,8 +4,10 @@
 //
 //   c++ -O2 -std=c++17 -I include -I BUILD/generated/include tools/probes/latency.cpp
 //       -L BUILD -llenet -Wl,-rpath,BUILD -o /tmp/latency
-//   taskset -c 1 /tmp/latency weights/lenet5.lenet avx2 416520 [BATCH] [SECONDS] [THREADS]
+//   taskset -c 1 /tmp/latency weights/lenet5.lenet avx2 416520 [BATCH] [SECONDS] [THREADS] [PRECISION]
 //
+// (PRECISION: "exact", the default, or "fast"; a library before LENET_1.1 has no such option:
+// build with -DLENET_PROBE_NO_PRECISION to time one.)
 // (BUILD: a CMake-only build of the library, cmake -S . -B /tmp/b -G Ninja -DLENET_CUDA=OFF
 // && ninja -C /tmp/b lenet; or, installed, $(pkg-config --cflags --libs lenet) for the -I and
 // -L (docs/cpp.md); MACS: the model's multiply-adds per image, as lenet-bench's header gives them:
@@ -19,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -56,7 +59,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
     if (argc < 4) {
-        std::fprintf(stderr, "latency MODEL.lenet KERNELS MACS [BATCH] [SECONDS] [THREADS]\n");
+        std::fprintf(stderr, "latency MODEL.lenet KERNELS MACS [BATCH] [SECONDS] [THREADS] [PRECISION]\n");
         return 2;
     }
     lenet::EngineOptions options;
@@ -65,6 +68,9 @@ int main(int argc, char** argv) {
     const int batch = argc > 4 ? std::atoi(argv[4]) : 1;
     const double seconds = argc > 5 ? std::atof(argv[5]) : 3.0;
     options.threads = argc > 6 ? std::atoi(argv[6]) : 1;
+#ifndef LENET_PROBE_NO_PRECISION
+    if (argc > 7) options.precision = argv[7];
+#endif
     lenet::Engine engine(argv[1], options);
     const size_t per = size_t(engine.input_size());
     // 64 different images at batch 1 (their pixels change the branches nowhere, the caches a little).
@@ -87,8 +93,8 @@ int main(int argc, char** argv) {
     const double call_min = *std::min_element(call_us.begin(), call_us.end());
     const double floor_min = *std::min_element(floor_us.begin(), floor_us.end());
     std::printf(
-        "%s %s b%d, %d thread(s): %.2f us min, %.2f median per image; FMA floor %.2f min, %.2f median "
+        "%s %s%s b%d, %d thread(s): %.2f us min, %.2f median per image; FMA floor %.2f min, %.2f median "
         "(%.0f multiply-adds); %.2fx (min / min), %.2fx (median / median); %zu blocks\n",
-        argv[1], argv[2], batch, options.threads, call_min, median(call_us), floor_min, median(floor_us), macs,
+        argv[1], argv[2], argc > 7 ? (std::string(" ") + argv[7]).c_str() : "", batch, options.threads, call_min, median(call_us), floor_min, median(floor_us), macs,
         call_min / floor_min, median(call_us) / median(floor_us), call_us.size());
 }

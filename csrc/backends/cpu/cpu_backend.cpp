@@ -30,6 +30,7 @@ public:
     explicit CpuBackend(const BackendOptions& options)
         : threads_(std::max(1, options.threads)),
           nchw_(options.cpu_kernels == "nchw"),
+          exact_(options.precision != "fast"),
           table_(options.cpu_kernels == "blas" || nchw_ ? nullptr : table_named(options.cpu_kernels)),
           pool_table_(table_ ? table_ : supported_tables().front()) {
         // BLAS runs inside our own threads: one BLAS thread each.
@@ -58,8 +59,8 @@ public:
         if (!table_ || (s.op != OpKind::conv2d && s.op != OpKind::dense)) return nullptr;
         if (s.op == OpKind::conv2d && (s.groups != 1 || s.dh != 1 || s.dw != 1)) return nullptr;
         auto p = std::make_shared<PackedStep>();
-        if (s.op == OpKind::conv2d && winograd_tile(s))
-            p->winograd = pack_winograd(s);
+        if (s.op == OpKind::conv2d && winograd_tile(s, exact_))
+            p->winograd = pack_winograd(s, exact_);
         else if (s.op == OpKind::conv2d)
             p->packed = pack(s.weights, s.bias, s.kh, s.kw, s.in.c, s.out.c);
         else
@@ -117,6 +118,7 @@ public:
 private:
     int threads_;
     bool nchw_;                      // cpu_kernels="nchw"
+    bool exact_;                     // precision="exact" (BackendOptions::precision)
     const KernelTable* table_;       // null: cpu_kernels="blas" or "nchw"
     const KernelTable* pool_table_;  // pooling has no BLAS form: the best table
 };

@@ -73,22 +73,30 @@ struct WinogradTile {
 
 struct WinogradArgs {
     int m, alpha;            // F(2, 3), F(2, 5), F(4, 3), F(4, 5) (winograd_transforms.h)
+    // Precision "exact": the transforms and the products in double (v64, u64, m64), only the
+    // outputs rounded to float, once, with the bias added; "fast": all of it in float32 (v, u,
+    // m_t), the arrays of the other precision null. Float32 lands up to 11x further from
+    // float64 than the direct kernels (the transforms' large constants cancel: winograd.h).
+    bool exact;
     const WinogradTile* tiles;
     int count;               // tiles
     // Input transform: v[(i * alpha + j) * v_plane + t * ci + c] = (B^T d_t B)[i][j][c].
     size_t src_row;          // floats between the window's rows
     int ci;                  // channels of the padded image (a multiple of kLanes)
     float* v;
-    size_t v_plane;          // floats between tile positions (count * ci or more)
-    // Products: m_t[p] = v[p] u[p] for each tile position p, u[p] at u + p * u_plane
+    double* v64;
+    size_t v_plane;          // values between tile positions (count * ci or more)
+    // Products: m[p] = v[p] u[p] for each tile position p, u[p] at u + p * u_plane
     // ((ci, ldm) packed as conv's with kh = kw = 1).
     const float* u;
+    const double* u64;
     size_t u_plane;
-    // Output transform: y = A^T m_t A + bias, m_t[(i * alpha + j) * m_plane + t * ldm + o].
+    // Output transform: y = A^T m A + bias, m[(i * alpha + j) * m_plane + t * ldm + o].
     float* m_t;
+    double* m64;
     size_t m_plane;
     int co;                  // channels written
-    int ldm;                 // floats between m's rows (co rounded up to kLanes)
+    int ldm;                 // values between m's rows (co rounded up to kLanes)
     const float* bias;       // ldm values
     bool pool;               // 2x2 / 2 max pools of the tile: (m / 2)^2 pixels
     bool relu;
@@ -162,6 +170,7 @@ void CacheAligned<T>::deallocate(T* p, size_t) noexcept {
     std::free(p);
 }
 using AlignedFloats = std::vector<float, CacheAligned<float>>;
+using AlignedDoubles = std::vector<double, CacheAligned<double>>;
 
 // Weights packed for `conv`: from HWIO (kh, kw, ci, co), or a dense (in, out)
 // matrix with kh = kw = 1.

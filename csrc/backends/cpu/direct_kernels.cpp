@@ -263,15 +263,21 @@ void conv(const ConvArgs& a) {
 
 // Dense layers (a 1x1 convolution over n "pixels", the images). Each sum takes its
 // inputs in kDenseRuns runs (len = k / kDenseRuns inputs each, the last also those
-// past them), each run summed apart in input order, the runs added in order, then
-// the bias. On one image the runs are independent chains (with 4 vectors, 8 of them:
-// a chain waits on its multiply-add, 4 cycles, and 2 issue a cycle); on a tile of
-// many images, where the tile's own sums are chains enough, the runs follow one
+// past them); each run in blocks of kDenseBlock inputs, each block summed apart in
+// input order and added to its run's total in order; the runs' totals added in order,
+// then the bias. On one image the runs are independent chains (with 4 vectors, 8 of
+// them: a chain waits on its multiply-add, 4 cycles, and 2 issue a cycle); on a tile
+// of many images, where the tile's own sums are chains enough, the runs follow one
 // another, so that the tile can hold as many images as conv_tile's and each weight
 // (streamed from L2 for the larger layers) serves them all. Both are the same sums in
 // the same order, whatever the tile, the batch or the thread split: an image's row is
 // the same bits alone or in any batch.
 constexpr int kDenseRuns = 2;
+// A chain of n float32 sums strays from the exact sum about sqrt(n) times one rounding; in
+// blocks it strays as a chain of kDenseBlock plus one of n / kDenseBlock, as BLAS's and
+// oneDNN's blocked GEMMs do. Unblocked, lenet-tf's 3136 -> 1024 layer (chains of 1568)
+// left lenet 1.4x Keras' distance from float64 (issue 74, PERFORMANCE.md).
+constexpr int kDenseBlock = 128;
 
 // Output vectors [v0, v0 + NV) (kWidth channels each; a packed block of 16 channels
 // is kPerBlock of them) of images [px0, px0 + P); the runs Apart (interleaved) or
@@ -285,14 +291,13 @@ void dense_tile(const ConvArgs& a, int px0, int v0) {
     const float* w[NV];
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) w[v] = a.w + size_t((v0 + v) / kPerBlock) * block + ((v0 + v) % kPerBlock) * kWidth;
-    V acc[R][P][NV], sum[P][NV];
-    const auto zero = [&]() __attribute__((always_inline)) {
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r)
+    // acc: the block being summed; total: its run's blocks so far; sum: the runs so far.
+    V acc[R][P][NV], total[R][P][NV], sum[P][NV];
+    const auto zero = [&](V(&z)[P][NV]) __attribute__((always_inline)) {
 #pragma GCC unroll 16
-            for (int p = 0; p < P; ++p)
+        for (int p = 0; p < P; ++p)
 #pragma GCC unroll 16
-                for (int v = 0; v < NV; ++v) acc[r][p][v] = V{};
+            for (int v = 0; v < NV; ++v) z[p][v] = V{};
     };
     const auto term = [&](int r, int i) __attribute__((always_inline)) {
         V wi[NV];
@@ -305,37 +310,67 @@ void dense_tile(const ConvArgs& a, int px0, int v0) {
             for (int v = 0; v < NV; ++v) acc[r][p][v] += xi * wi[v];
         }
     };
-    // sum = run 0, then sum += run s in order.
+    // The block in acc[r] onto its run's total, and a new block.
+    const auto end_block = [&](int r) __attribute__((always_inline)) {
+#pragma GCC unroll 16
+        for (int p = 0; p < P; ++p)
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v) total[r][p][v] += acc[r][p][v];
+        zero(acc[r]);
+    };
+    // sum = run 0's total, then sum += run s's in order.
     const auto add = [&](int r, bool first) __attribute__((always_inline)) {
 #pragma GCC unroll 16
         for (int p = 0; p < P; ++p)
 #pragma GCC unroll 16
             for (int v = 0; v < NV; ++v)
                 if (first)
-                    sum[p][v] = acc[r][p][v];
+                    sum[p][v] = total[r][p][v];
                 else
-                    sum[p][v] += acc[r][p][v];
+                    sum[p][v] += total[r][p][v];
     };
     if constexpr (Apart) {
-        zero();
-        for (int j = 0; j < len; ++j)
 #pragma GCC unroll 4
-            for (int s = 0; s < S; ++s) term(s, s * len + j);
-        for (int i = S * len; i < k; ++i) term(S - 1, i);  // the inputs past S equal runs
+        for (int s = 0; s < S; ++s) {
+            zero(acc[s]);
+            zero(total[s]);
+        }
+        for (int j0 = 0; j0 < len; j0 += kDenseBlock) {
+            const int j1 = std::min(len, j0 + kDenseBlock);
+            for (int j = j0; j < j1; ++j)
+#pragma GCC unroll 4
+                for (int s = 0; s < S; ++s) term(s, s * len + j);
+            if (j1 - j0 == kDenseBlock)
+#pragma GCC unroll 4
+                for (int s = 0; s < S; ++s) end_block(s);
+        }
+        // The inputs past S equal runs, in the last run's blocks (its offsets len, len + 1, ...).
+        for (int i = S * len; i < k; ++i) {
+            term(S - 1, i);
+            if ((i - (S - 1) * len + 1) % kDenseBlock == 0) end_block(S - 1);
+        }
+#pragma GCC unroll 4
+        for (int s = 0; s < S; ++s) end_block(s);
         add(0, true);
 #pragma GCC unroll 4
         for (int s = 1; s < S; ++s) add(s, false);
     } else {
         const auto run = [&](int s) __attribute__((always_inline)) {
-            zero();
-            const int end = s == S - 1 ? k : (s + 1) * len;
-            for (int i = s * len; i < end; ++i) {
-                // A line of weights a step on AVX2, from L2 (lenet-tf's 3136 -> 1024):
-                // asked for 16 steps ahead, it is there when its step comes (4% faster on
-                // a Zen 4, PERFORMANCE.md, issue 61). Never past the weights' end.
-                __builtin_prefetch(w[0] + size_t(std::min(i + 16, k - 1)) * kLanes);
-                term(0, i);
+            zero(acc[0]);
+            zero(total[0]);
+            const int begin = s * len, end = s == S - 1 ? k : (s + 1) * len;
+            for (int i0 = begin; i0 < end; i0 += kDenseBlock) {
+                const int i1 = std::min(end, i0 + kDenseBlock);
+                for (int i = i0; i < i1; ++i) {
+                    // A line of weights a step on AVX2, from L2 (lenet-tf's 3136 -> 1024):
+                    // asked for 16 steps ahead, it is there when its step comes (4% faster on
+                    // a Zen 4, PERFORMANCE.md, issue 61). Never past the weights' end.
+                    __builtin_prefetch(w[0] + size_t(std::min(i + 16, k - 1)) * kLanes);
+                    term(0, i);
+                }
+                if (i1 - i0 == kDenseBlock) end_block(0);
             }
+            end_block(0);
         };
         run(0);
         add(0, true);
@@ -841,140 +876,339 @@ void pool(const PoolArgs& a) {
 // Winograd F(m x m, r x r) transforms, alpha = m + r - 1: each tile's alpha x alpha
 // window d to B^T d B, and each tile's alpha x alpha products to A^T m A, a vector
 // of channels at a time. The matrices are constants: unrolled, the zeros of B^T
-// and A^T cost nothing and their ones no multiplication.
+// and A^T cost nothing and their ones no multiplication. Precision "exact"
+// (WinogradArgs::exact) computes all of it in double, a register of doubles at a time.
 template <int M, int R>
 constexpr WinogradMatrices<M, R> kWinograd = winograd_matrices<M, R>();
 
-// sum_k c[k] x[k] over the nonzero c[k] (zero when all are).
-template <int N>
-inline V combine(const double* c, const V* x) {
-    V acc{};
+// A register of doubles (half as many lanes as of floats), and the float half that widens
+// to one.
+constexpr int kDWidth = kWidth / 2;
+using VD = double __attribute__((vector_size(sizeof(V))));
+using VH = float __attribute__((vector_size(sizeof(V) / 2)));
+
+inline VD widen(const float* p) {
+    VH h;
+    std::memcpy(&h, p, sizeof h);
+    return __builtin_convertvector(h, VD);
+}
+inline VD load(const double* p) {
+    VD v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+// Rounds v to float once and stores its first `count` lanes (all when count >= kDWidth).
+inline void store(float* y, VD v, int count) {
+    const VH h = __builtin_convertvector(v, VH);
+    if (count >= kDWidth) {
+        std::memcpy(y, &h, sizeof h);
+        return;
+    }
+    for (int l = 0; l < count; ++l) y[l] = h[l];
+}
+
+// The register type of T: V for float, VD for double.
+template <class T>
+using VecOf = std::conditional_t<std::is_same_v<T, double>, VD, V>;
+template <class T>
+constexpr int kLanesOf = int(sizeof(V) / sizeof(T));
+
+// sum_k c[k] x[k] over the nonzero c[k] (zero when all are), in Vec's arithmetic.
+template <int N, class Vec>
+inline Vec combine(const double* c, const Vec* x) {
+    using T = std::remove_cv_t<std::remove_reference_t<decltype(x[0][0])>>;
+    Vec acc{};
     bool first = true;
 #pragma GCC unroll 8
     for (int k = 0; k < N; ++k) {
         if (c[k] == 0) continue;
-        const V term = c[k] == 1 ? x[k] : c[k] == -1 ? -x[k] : x[k] * float(c[k]);
+        const Vec term = c[k] == 1 ? x[k] : c[k] == -1 ? -x[k] : x[k] * T(c[k]);
         acc = first ? term : acc + term;
         first = false;
     }
     return acc;
 }
 
+// The matrices' symmetry, used where the sums are in double (exact): the rows of B^T for
+// the points p and -p are one polynomial at x and -x, row_{-p}[k] = s (-1)^k row_p[k], so
+// both come from the row's even and odd halves (E + O and s (E - O)); A^T's columns for p
+// and -p likewise, so A^T m takes m_p + m_{-p} and m_p - m_{-p} once. F(4, 5)'s transforms
+// do about a quarter fewer operations. Float32 keeps the plain sums, whose rounding the
+// fast path's figures describe.
+template <int Rows, int Cols>
+struct Mirrors {
+    // partner[i]: the row (of B^T; column of A^T) mirroring i, after it, or -1; sign[i]: s.
+    std::array<int, Rows> partner{}, sign{};
+    std::array<bool, Rows> second{};  // i mirrors an earlier one
+};
+template <int Rows, int Cols>
+constexpr Mirrors<Rows, Cols> row_mirrors(const std::array<double, Rows * Cols>& a) {
+    Mirrors<Rows, Cols> out;
+    for (int i = 0; i < Rows; ++i) out.partner[i] = -1;
+    for (int i = 0; i < Rows; ++i) {
+        if (out.second[i]) continue;
+        for (int j = i + 1; j < Rows && out.partner[i] < 0; ++j) {
+            if (out.second[j]) continue;
+            for (int s = -1; s <= 1; s += 2) {
+                bool same = true, odd = false, even = false;
+                for (int k = 0; k < Cols; ++k) {
+                    const double want = (k % 2 ? -s : s) * a[i * Cols + k];
+                    same = same && a[j * Cols + k] == want;
+                    odd = odd || (k % 2 && a[i * Cols + k] != 0);
+                    even = even || (k % 2 == 0 && a[i * Cols + k] != 0);
+                }
+                if (same && odd && even) {  // a true pair: the row differs from its mirror
+                    out.partner[i] = j;
+                    out.sign[i] = s;
+                    out.second[j] = true;
+                    break;
+                }
+            }
+        }
+    }
+    return out;
+}
+template <int Rows, int Cols>
+constexpr std::array<double, Rows * Cols> transposed(const std::array<double, Rows * Cols>& a) {
+    std::array<double, Rows * Cols> t{};
+    for (int i = 0; i < Rows; ++i)
+        for (int k = 0; k < Cols; ++k) t[k * Rows + i] = a[i * Cols + k];
+    return t;
+}
+// The coefficients of row i at the indices of one parity (the others zero).
+template <int N>
+constexpr std::array<double, N> parity_part(const double* row, int parity) {
+    std::array<double, N> out{};
+    for (int k = 0; k < N; ++k) out[k] = k % 2 == parity ? row[k] : 0;
+    return out;
+}
+
 template <int M, int R>
-void winograd_in_t(const WinogradArgs& a) {
+struct WinogradMirrored {
+    static constexpr int A = M + R - 1;
+    static constexpr auto& w = kWinograd<M, R>;
+    static constexpr auto bt_rows = row_mirrors<A, A>(w.bt);
+    static constexpr auto at_cols = row_mirrors<A, M>(transposed<M, A>(w.at));
+    // B^T's rows split into even and odd parts.
+    static constexpr auto bt_parts = [] {
+        std::array<std::array<double, A>, 2 * A> p{};
+        for (int i = 0; i < A; ++i) {
+            p[2 * i] = parity_part<A>(&w.bt[i * A], 0);
+            p[2 * i + 1] = parity_part<A>(&w.bt[i * A], 1);
+        }
+        return p;
+    }();
+    // A^T with the columns that mirror an earlier one zeroed: their values enter through the
+    // sums and differences that replace the earlier one's.
+    static constexpr auto at_kept = [] {
+        std::array<double, M * A> k = w.at;
+        for (int i = 0; i < M; ++i)
+            for (int j = 0; j < A; ++j)
+                if (at_cols.second[j]) k[i * A + j] = 0;
+        return k;
+    }();
+};
+
+// out = B^T x (A values), using the mirrored rows.
+template <int M, int R, class Vec>
+inline void apply_bt_mirrored(const Vec* x, Vec* out) {
+    using W = WinogradMirrored<M, R>;
+    constexpr int A = W::A;
+#pragma GCC unroll 8
+    for (int i = 0; i < A; ++i) {
+        if (W::bt_rows.second[i]) continue;
+        if (W::bt_rows.partner[i] < 0) {
+            out[i] = combine<A>(&W::w.bt[i * A], x);
+            continue;
+        }
+        const Vec even = combine<A>(W::bt_parts[2 * i].data(), x), odd = combine<A>(W::bt_parts[2 * i + 1].data(), x);
+        out[i] = even + odd;
+        out[W::bt_rows.partner[i]] = W::bt_rows.sign[i] > 0 ? even - odd : odd - even;
+    }
+}
+
+// out = A^T x (M values from A), using the mirrored columns.
+template <int M, int R, class Vec>
+inline void apply_at_mirrored(const Vec* x, Vec* out) {
+    using W = WinogradMirrored<M, R>;
+    constexpr int A = W::A;
+    Vec sums[A], differences[A];  // at column j: x_j + x_j' and x_j - x_j' (j' = partner)
+#pragma GCC unroll 8
+    for (int j = 0; j < A; ++j) {
+        const int q = W::at_cols.partner[j];
+        if (q < 0) {
+            sums[j] = differences[j] = x[j];
+            continue;
+        }
+        // A^T[i][q] = s (-1)^i A^T[i][j]: row i takes x_j + s (-1)^i x_q.
+        const bool plus = W::at_cols.sign[j] > 0;
+        sums[j] = plus ? x[j] + x[q] : x[j] - x[q];
+        differences[j] = plus ? x[j] - x[q] : x[j] + x[q];
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) out[i] = combine<A>(&W::at_kept[i * A], i % 2 ? differences : sums);
+}
+
+// B^T d B for every tile, channels a register of T at a time, into v (T's array).
+template <int M, int R, class T>
+void winograd_in_t(const WinogradArgs& a, T* v_all) {
     constexpr int A = M + R - 1;
     constexpr const auto& w = kWinograd<M, R>;
+    using Vec = VecOf<T>;
     const size_t plane = a.v_plane;
     for (int t = 0; t < a.count; ++t) {
         const float* src = a.tiles[t].src;
-        float* v = a.v + size_t(t) * a.ci;
-        for (int c = 0; c < a.ci; c += kWidth) {
-            V rows[A][A];  // B^T d, transposed: rows[j][i]
+        T* v = v_all + size_t(t) * a.ci;
+        for (int c = 0; c < a.ci; c += kLanesOf<T>) {
+            Vec rows[A][A];  // B^T d, transposed: rows[j][i]
 #pragma GCC unroll 8
             for (int j = 0; j < A; ++j) {
-                V d[A];
+                Vec d[A];
 #pragma GCC unroll 8
-                for (int k = 0; k < A; ++k) d[k] = load(src + k * a.src_row + size_t(j) * a.ci + c);
+                for (int k = 0; k < A; ++k) {
+                    const float* at = src + k * a.src_row + size_t(j) * a.ci + c;
+                    if constexpr (std::is_same_v<T, double>)
+                        d[k] = widen(at);
+                    else
+                        d[k] = load(at);
+                }
+                if constexpr (std::is_same_v<T, double>)
+                    apply_bt_mirrored<M, R>(d, rows[j]);
+                else
 #pragma GCC unroll 8
-                for (int i = 0; i < A; ++i) rows[j][i] = combine<A>(&w.bt[i * A], d);
+                    for (int i = 0; i < A; ++i) rows[j][i] = combine<A>(&w.bt[i * A], d);
             }
 #pragma GCC unroll 8
             for (int i = 0; i < A; ++i) {
-                V row[A];
+                Vec row[A];
 #pragma GCC unroll 8
                 for (int k = 0; k < A; ++k) row[k] = rows[k][i];
+                Vec out[A];
+                if constexpr (std::is_same_v<T, double>)
+                    apply_bt_mirrored<M, R>(row, out);
+                else
 #pragma GCC unroll 8
-                for (int j = 0; j < A; ++j) {
-                    const V out = combine<A>(&w.bt[j * A], row);
-                    std::memcpy(v + (i * A + j) * plane + c, &out, sizeof out);
-                }
+                    for (int j = 0; j < A; ++j) out[j] = combine<A>(&w.bt[j * A], row);
+#pragma GCC unroll 8
+                for (int j = 0; j < A; ++j) std::memcpy(v + (i * A + j) * plane + c, &out[j], sizeof(Vec));
             }
         }
     }
 }
 
-template <int M, int R>
-void winograd_out_t(const WinogradArgs& a) {
+// A^T m A + bias for every tile, the fused pool and ReLU, channels a register of T at a time,
+// from m (T's array); double rounded to float once, at the store.
+template <int M, int R, class T>
+void winograd_out_t(const WinogradArgs& a, const T* m_all) {
     constexpr int A = M + R - 1;
     constexpr const auto& w = kWinograd<M, R>;
+    using Vec = VecOf<T>;
     const size_t plane = a.m_plane;
-    const bool relu = a.relu;
     for (int t = 0; t < a.count; ++t) {
         const WinogradTile& tile = a.tiles[t];
-        const float* m = a.m_t + size_t(t) * a.ldm;
-        for (int o = 0; o < a.co; o += kWidth) {
-            V cols[M][A];  // A^T m
+        const T* m = m_all + size_t(t) * a.ldm;
+        for (int o = 0; o < a.co; o += kLanesOf<T>) {
+            Vec cols[M][A];  // A^T m
 #pragma GCC unroll 8
             for (int j = 0; j < A; ++j) {
-                V col[A];
+                Vec col[A];
 #pragma GCC unroll 8
                 for (int k = 0; k < A; ++k) col[k] = load(m + (k * A + j) * plane + o);
+                Vec at_col[M];
+                if constexpr (std::is_same_v<T, double>)
+                    apply_at_mirrored<M, R>(col, at_col);
+                else
 #pragma GCC unroll 4
-                for (int i = 0; i < M; ++i) cols[i][j] = combine<A>(&w.at[i * A], col);
+                    for (int i = 0; i < M; ++i) at_col[i] = combine<A>(&w.at[i * A], col);
+#pragma GCC unroll 4
+                for (int i = 0; i < M; ++i) cols[i][j] = at_col[i];
             }
-            V y[M][M];
+            Vec y[M][M];
 #pragma GCC unroll 4
-            for (int i = 0; i < M; ++i)
+            for (int i = 0; i < M; ++i) {
+                if constexpr (std::is_same_v<T, double>)
+                    apply_at_mirrored<M, R>(cols[i], y[i]);
+                else
 #pragma GCC unroll 4
-                for (int l = 0; l < M; ++l) y[i][l] = combine<A>(&w.at[l * A], cols[i]);
-            const V bias = load(a.bias + o);
+                    for (int l = 0; l < M; ++l) y[i][l] = combine<A>(&w.at[l * A], cols[i]);
+            }
+            Vec bias;
+            if constexpr (std::is_same_v<T, double>)
+                bias = widen(a.bias + o);
+            else
+                bias = load(a.bias + o);
             const int left = a.co - o;
+            const auto put = [&](int i, int l, Vec r) __attribute__((always_inline)) {
+                if (a.relu) r = r < T(0) ? T(0) : r;  // NaN stays NaN, as in TensorFlow
+                store(tile.dst + i * a.dst_row + size_t(l) * a.co + o, r, left);
+            };
             if (a.pool) {
                 for (int i = 0; i < tile.rows; ++i)
                     for (int l = 0; l < tile.cols; ++l) {
-                        const V* top = y[2 * i];
-                        const V* bottom = y[2 * i + 1];
-                        const V t0 = top[2 * l] > top[2 * l + 1] ? top[2 * l] : top[2 * l + 1];
-                        const V t1 = bottom[2 * l] > bottom[2 * l + 1] ? bottom[2 * l] : bottom[2 * l + 1];
-                        V r = (t0 > t1 ? t0 : t1) + bias;
-                        if (relu) r = r < 0.f ? 0.f : r;  // NaN stays NaN, as in TensorFlow
-                        store(tile.dst + i * a.dst_row + size_t(l) * a.co + o, r, left);
+                        const Vec* top = y[2 * i];
+                        const Vec* bottom = y[2 * i + 1];
+                        const Vec t0 = top[2 * l] > top[2 * l + 1] ? top[2 * l] : top[2 * l + 1];
+                        const Vec t1 = bottom[2 * l] > bottom[2 * l + 1] ? bottom[2 * l] : bottom[2 * l + 1];
+                        put(i, l, (t0 > t1 ? t0 : t1) + bias);  // max(a) + b = max(a + b)
                     }
                 continue;
             }
             for (int i = 0; i < tile.rows; ++i)
-                for (int l = 0; l < tile.cols; ++l) {
-                    V r = y[i][l] + bias;
-                    if (relu) r = r < 0.f ? 0.f : r;
-                    store(tile.dst + i * a.dst_row + size_t(l) * a.co + o, r, left);
-                }
+                for (int l = 0; l < tile.cols; ++l) put(i, l, y[i][l] + bias);
         }
     }
 }
 
-// F(m, r) from m and alpha = m + r - 1.
+// F(m, r) from m and alpha = m + r - 1, in the precision asked.
+template <int M, int R>
+void winograd_in_mr(const WinogradArgs& a) {
+    a.exact ? winograd_in_t<M, R>(a, a.v64) : winograd_in_t<M, R>(a, a.v);
+}
+template <int M, int R>
+void winograd_out_mr(const WinogradArgs& a) {
+    a.exact ? winograd_out_t<M, R>(a, static_cast<const double*>(a.m64))
+            : winograd_out_t<M, R>(a, static_cast<const float*>(a.m_t));
+}
 void winograd_in(const WinogradArgs& a) {
-    if (a.m == 4) return a.alpha == 6 ? winograd_in_t<4, 3>(a) : winograd_in_t<4, 5>(a);
-    a.alpha == 4 ? winograd_in_t<2, 3>(a) : winograd_in_t<2, 5>(a);
+    if (a.m == 4) return a.alpha == 6 ? winograd_in_mr<4, 3>(a) : winograd_in_mr<4, 5>(a);
+    a.alpha == 4 ? winograd_in_mr<2, 3>(a) : winograd_in_mr<2, 5>(a);
 }
 void winograd_out(const WinogradArgs& a) {
-    if (a.m == 4) return a.alpha == 6 ? winograd_out_t<4, 3>(a) : winograd_out_t<4, 5>(a);
-    a.alpha == 4 ? winograd_out_t<2, 3>(a) : winograd_out_t<2, 5>(a);
+    if (a.m == 4) return a.alpha == 6 ? winograd_out_mr<4, 3>(a) : winograd_out_mr<4, 5>(a);
+    a.alpha == 4 ? winograd_out_mr<2, 3>(a) : winograd_out_mr<2, 5>(a);
 }
 
 // Winograd's products: for each tile position, m (count x ldm) = v (count x ci) times
-// that position's u (ci x ldm, packed as conv's with kh = kw = 1). Each sum as
-// conv_tile's on a 1x1 convolution: the channels in order, from zero. One call for
-// all of a position's tiles, no bias, no activation, no bounds: the short sums
-// (ci = 32 on lenet-tf) left conv_tile a fifth of its time in its setup and
-// epilogue (PERFORMANCE.md, issue 61).
-template <int P, int B>
-void products_tile(const float* v, int ci, const float* u, float* m, int ldm) {
-    constexpr int NV = B * kPerBlock;
+// that position's u (ci x ldm, packed as conv's with kh = kw = 1), in T (float, or
+// double for exact). Each sum as conv_tile's on a 1x1 convolution: the channels in order,
+// from zero. One call for all of a position's tiles, no bias, no activation, no bounds:
+// the short sums (ci = 32 on lenet-tf) left conv_tile a fifth of its time in its setup
+// and epilogue (PERFORMANCE.md, issue 61).
+template <int P, int B, class T>
+void products_tile(const T* v, int ci, const T* u, T* m, int ldm, const T* next) {
+    using Vec = VecOf<T>;
+    constexpr int per_block = kLanes / kLanesOf<T>;
+    constexpr int NV = B * per_block;
     const size_t block = size_t(ci) * kLanes;
-    V acc[P][NV];
+    Vec acc[P][NV];
 #pragma GCC unroll 16
     for (int p = 0; p < P; ++p)
 #pragma GCC unroll 16
-        for (int n = 0; n < NV; ++n) acc[p][n] = V{};
+        for (int n = 0; n < NV; ++n) acc[p][n] = Vec{};
     for (int c = 0; c < ci; ++c) {
-        V w[NV];
+        if (next)  // the next position's weights, a 16-channel row a step, from L3 to L1
+#pragma GCC unroll 4
+            for (int b = 0; b < B; ++b)
+#pragma GCC unroll 2
+                for (size_t line = 0; line < kLanes * sizeof(T); line += 64)
+                    __builtin_prefetch(reinterpret_cast<const char*>(next + b * block + size_t(c) * kLanes) + line);
+        Vec w[NV];
 #pragma GCC unroll 16
         for (int n = 0; n < NV; ++n)
-            w[n] = load(u + (n / kPerBlock) * block + size_t(c) * kLanes + (n % kPerBlock) * kWidth);
+            w[n] = load(u + (n / per_block) * block + size_t(c) * kLanes + (n % per_block) * kLanesOf<T>);
 #pragma GCC unroll 16
         for (int p = 0; p < P; ++p) {
-            const float x = v[size_t(p) * ci + c];
+            const T x = v[size_t(p) * ci + c];
 #pragma GCC unroll 16
             for (int n = 0; n < NV; ++n) acc[p][n] += x * w[n];
         }
@@ -982,35 +1216,48 @@ void products_tile(const float* v, int ci, const float* u, float* m, int ldm) {
 #pragma GCC unroll 16
     for (int p = 0; p < P; ++p)
 #pragma GCC unroll 16
-        for (int n = 0; n < NV; ++n) store(m + size_t(p) * ldm + n * kWidth, acc[p][n], kWidth);
+        for (int n = 0; n < NV; ++n) std::memcpy(m + size_t(p) * ldm + n * kLanesOf<T>, &acc[p][n], sizeof(Vec));
 }
 
-using ProductsFn = void (*)(const float*, int, const float*, float*, int);
-template <int B, size_t... I>
-constexpr std::array<ProductsFn, sizeof...(I)> products_tiles(std::index_sequence<I...>) {
-    return {&products_tile<int(I) + 1, B>...};
+template <class T>
+using ProductsFn = void (*)(const T*, int, const T*, T*, int, const T*);
+template <int B, class T, size_t... I>
+constexpr std::array<ProductsFn<T>, sizeof...(I)> products_tiles(std::index_sequence<I...>) {
+    return {&products_tile<int(I) + 1, B, T>...};
 }
 
-template <int B>
-void products_blocks(const WinogradArgs& a, const float* v, const float* u, float* m, int cb0) {
-    constexpr int most = tile_pixels<B>();
-    static constexpr auto table = products_tiles<B>(std::make_index_sequence<most>());
-    const float* ub = u + size_t(cb0) * a.ci * kLanes;
+template <int B, class T>
+void products_blocks(const WinogradArgs& a, const T* v, const T* u, T* m, int cb0, const T* next) {
+    // Rows of B blocks within the accumulator budget, counted in registers of T.
+    constexpr int most = std::max(1, std::min(kMaxTile, kAccBudget / (B * kLanes / kLanesOf<T>)));
+    static constexpr auto table = products_tiles<B, T>(std::make_index_sequence<most>());
+    const size_t offset = size_t(cb0) * a.ci * kLanes;
     split_even(a.count, most, [&](int t, int n) {
-        table[n - 1](v + size_t(t) * a.ci, a.ci, ub, m + size_t(t) * a.ldm + cb0 * kLanes, a.ldm);
+        // The first tile asks for the next position's weights (next: null on the last).
+        table[n - 1](v + size_t(t) * a.ci, a.ci, u + offset, m + size_t(t) * a.ldm + cb0 * kLanes, a.ldm,
+                     t == 0 && next ? next + offset : nullptr);
     });
 }
 
-void winograd_products(const WinogradArgs& a, int first, int last) {
+template <class T>
+void products_positions(const WinogradArgs& a, const T* v_all, const T* u_all, T* m_all, int first, int last) {
+    // Blocks a pass: as conv's (kBlocksPerPass), counted in registers of T.
+    constexpr int per_pass = kLanes / kLanesOf<T> == 1 ? 2 : 1;
     const int blocks = a.ldm / kLanes;
     for (int p = first; p < last; ++p) {
-        const float* v = a.v + p * a.v_plane;
-        const float* u = a.u + p * a.u_plane;
-        float* m = a.m_t + p * a.m_plane;
+        const T* v = v_all + p * a.v_plane;
+        const T* u = u_all + p * a.u_plane;
+        const T* next = p + 1 < last ? u + a.u_plane : nullptr;
+        T* m = m_all + p * a.m_plane;
         int cb = 0;
-        for (; cb + kBlocksPerPass <= blocks; cb += kBlocksPerPass) products_blocks<kBlocksPerPass>(a, v, u, m, cb);
-        if (cb < blocks) products_blocks<1>(a, v, u, m, cb);
+        for (; cb + per_pass <= blocks; cb += per_pass) products_blocks<per_pass>(a, v, u, m, cb, next);
+        if (cb < blocks) products_blocks<1>(a, v, u, m, cb, next);
     }
+}
+
+void winograd_products(const WinogradArgs& a, int first, int last) {
+    a.exact ? products_positions<double>(a, a.v64, a.u64, a.m64, first, last)
+            : products_positions<float>(a, a.v, a.u, a.m_t, first, last);
 }
 
 // Independent chains of multiply-adds, enough to cover the FMA latency on every

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 #include "ops.h"
 #include "winograd_transforms.h"
@@ -14,27 +15,30 @@ namespace {
 
 // Tiles transformed at once: up to 64, fewer where their transformed windows and
 // products would not stay within L2 (~1 MiB); from several images where one has
-// fewer (F(4, 5) on a 14x14 image: 16).
+// fewer (F(4, 5) on a 14x14 image: 16). In double (exact) they are twice the bytes
+// and so are the weights, which every pass reads from L3 once: 2 MiB, two images of
+// lenet-tf a pass instead of one, 5% faster on a Zen 3 (PERFORMANCE.md, issue 74).
 constexpr int kChunk = 64;
-constexpr size_t kChunkBytes = 1 << 20;
+constexpr size_t kChunkBytes = 1 << 20, kExactChunkBytes = 2 << 20;
 
 int round_up(int v, int to) { return (v + to - 1) / to * to; }
 
-// Floats between two tile positions' planes: at least `floats`, an odd number of
-// 64-byte lines, so that a tile's alpha^2 values (one a plane) fall in 64 different
+// Values of type T between two tile positions' planes: at least `count`, an odd number
+// of 64-byte lines, so that a tile's alpha^2 values (one a plane) fall in 64 different
 // L1 sets instead of a few (F(4, 5) on 32 tiles of 32 channels: exactly 4 KiB apart,
 // every one in the same set; 2x slower transforms).
-size_t plane(size_t floats) {
-    const size_t line = 64 / sizeof(float);
-    const size_t lines = (floats + line - 1) / line;
+template <class T>
+size_t plane(size_t count) {
+    const size_t line = 64 / sizeof(T);
+    const size_t lines = (count + line - 1) / line;
     return (lines | 1) * line;
 }
 int ceil_div(int v, int by) { return (v + by - 1) / by; }
 
 class WinogradConv2d : public Kernel {
 public:
-    WinogradConv2d(const Step& s, const Step* pool, const KernelTable& table, const WinogradWeights& w)
-        : s_(s), pool_(pool), table_(table), w_(w), ldm_(round_up(s.out.c, kLanes)) {
+    WinogradConv2d(const Step& s, const Step* pool, const KernelTable& table, const WinogradWeights& w, bool exact)
+        : s_(s), pool_(pool), table_(table), w_(w), exact_(exact), ldm_(round_up(s.out.c, kLanes)) {
         // With the pool fused, only the conv rows and columns it reads are computed.
         oh_ = pool ? 2 * pool->out.h : s.out.h;
         ow_ = pool ? 2 * pool->out.w : s.out.w;
@@ -45,17 +49,24 @@ public:
         ph_ = std::max(w_.m * th_ + s.kh - 1, s.pad.top + s.in.h);
         pw_ = std::max(w_.m * tw_ + s.kw - 1, s.pad.left + s.in.w);
         const size_t positions = size_t(w.alpha) * w.alpha;
-        const size_t tile_bytes = positions * (w.ci + ldm_) * sizeof(float);
+        const size_t tile_bytes = positions * (w.ci + ldm_) * (exact ? sizeof(double) : sizeof(float));
         const int per_image = th_ * tw_;
-        const int cap = std::min(kChunk, std::max(8, int(kChunkBytes / tile_bytes)));
+        const int cap = std::min(kChunk, std::max(8, int((exact ? kExactChunkBytes : kChunkBytes) / tile_bytes)));
         images_ = std::max(1, cap / per_image);
         const int chunk = std::min(cap, images_ * per_image);
         image_floats_ = size_t(ph_) * pw_ * w.ci;
         scratch_.assign(images_ * image_floats_, 0.f);
-        v_plane_ = plane(size_t(chunk) * w.ci);
-        m_plane_ = plane(size_t(chunk) * ldm_);
-        v_.assign(positions * v_plane_, 0.f);
-        m_.assign(positions * m_plane_, 0.f);
+        if (exact) {
+            v_plane_ = plane<double>(size_t(chunk) * w.ci);
+            m_plane_ = plane<double>(size_t(chunk) * ldm_);
+            v64_.assign(positions * v_plane_, 0.0);
+            m64_.assign(positions * m_plane_, 0.0);
+        } else {
+            v_plane_ = plane<float>(size_t(chunk) * w.ci);
+            m_plane_ = plane<float>(size_t(chunk) * ldm_);
+            v_.assign(positions * v_plane_, 0.f);
+            m_.assign(positions * m_plane_, 0.f);
+        }
         tiles_.resize(chunk);
     }
 
@@ -68,15 +79,19 @@ public:
         const int side = pool_ ? m / 2 : m;
         WinogradArgs a{m,
                        w_.alpha,
+                       exact_,
                        tiles_.data(),
                        0,
                        size_t(pw_) * ci,
                        ci,
-                       v_.data(),
+                       exact_ ? nullptr : v_.data(),
+                       exact_ ? v64_.data() : nullptr,
                        v_plane_,
-                       w_.u.data(),
+                       exact_ ? nullptr : w_.u.data(),
+                       exact_ ? w_.u64.data() : nullptr,
                        w_.stride,
-                       m_.data(),
+                       exact_ ? nullptr : m_.data(),
+                       exact_ ? m64_.data() : nullptr,
                        m_plane_,
                        co,
                        ldm_,
@@ -108,7 +123,9 @@ public:
     }
 
     Facts facts() const override {
-        return {{"algorithm", std::string("winograd")}, {"tile", std::to_string(w_.m) + "x" + std::to_string(w_.m)}};
+        return {{"algorithm", std::string("winograd")},
+                {"tile", std::to_string(w_.m) + "x" + std::to_string(w_.m)},
+                {"precision", std::string(exact_ ? "exact" : "fast")}};
     }
 
 private:
@@ -146,47 +163,54 @@ private:
     const Step* pool_;
     const KernelTable& table_;
     const WinogradWeights& w_;
-    size_t v_plane_, m_plane_;  // floats between tile positions in v_ and m_
+    const bool exact_;          // WinogradArgs::exact
+    size_t v_plane_, m_plane_;  // values between tile positions in v_ and m_ (or m64_)
     const int ldm_;
     int oh_, ow_, th_, tw_, ph_, pw_;
     int images_;          // images whose tiles run in one pass
     size_t image_floats_;  // one padded image in scratch_
     AlignedFloats scratch_, v_, m_;
+    AlignedDoubles v64_, m64_;
     std::vector<WinogradTile> tiles_;
 };
 
 }  // namespace
 
-int winograd_tile(const Step& s) {
+int winograd_tile(const Step& s, bool exact) {
     if (s.op != OpKind::conv2d || s.groups != 1 || s.dh != 1 || s.dw != 1 || s.sh != 1 || s.sw != 1) return 0;
     if (s.integers) return 0;  // its transforms do not keep integer sums exact
     // Below 16 input channels the transforms cost more than the products save
     // (PERFORMANCE.md, session 11).
     if (s.kh != s.kw || (s.kh != 3 && s.kh != 5) || s.out.h < 2 || s.out.w < 2 || s.in.c < 16) return 0;
-    // F(2, r) against the direct kernel: multiply-adds per tile and output channel,
-    // the transforms counted as a quarter more, alpha^2 over the channels padded to
-    // 16 against 4 r^2 over the real ones.
-    const int r = s.kh, alpha2 = r + 1;
-    if (5 * alpha2 * alpha2 * round_up(s.in.c, kLanes) >= 16 * r * r * s.in.c) return 0;
     // F(4, r) where its products over the whole tiles, edges included, are fewer
     // than F(2, r)'s: F(4, 5) on every image of 3x3 outputs or more (14x14: 1,024
     // against 1,764), F(4, 3) on most (24x24: 1,296 against 2,304; not 2 x n).
+    const int r = s.kh;
     auto products = [&](int m) {
         const int alpha = m + r - 1;
         return ceil_div(s.out.h, m) * ceil_div(s.out.w, m) * alpha * alpha;
     };
-    return products(4) < products(2) ? 4 : 2;
+    const int m = products(4) < products(2) ? 4 : 2;
+    // Against the direct kernel, multiply-adds per output and channel pair: alpha^2 / m^2
+    // over the channels padded to 16, the transforms counted as a quarter more, twice that
+    // where the sums are in double (exact), against r^2 over the real ones. The fast path
+    // keeps F(2, r)'s test: F(4, r) passes wherever F(2, r) does.
+    const int tested = exact ? m : 2, alpha = tested + r - 1;
+    if ((exact ? 2 : 1) * 5 * alpha * alpha * round_up(s.in.c, kLanes) >= 4 * tested * tested * r * r * s.in.c)
+        return 0;
+    return m;
 }
 
 namespace {
 
 template <int M, int R>
-WinogradWeights pack_winograd_t(const Step& s) {
+WinogradWeights pack_winograd_t(const Step& s, bool exact) {
     constexpr auto t = winograd_matrices<M, R>();
     constexpr int alpha = t.alpha;
     const int ci = s.in.c, co = s.out.c;
     WinogradWeights w;
     w.m = M;
+    w.exact = exact;
     w.alpha = alpha;
     w.ci = round_up(ci, kLanes);
     constexpr size_t positions = size_t(alpha) * alpha;
@@ -209,17 +233,23 @@ WinogradWeights pack_winograd_t(const Step& s) {
                     u[((size_t(i) * alpha + j) * ci + c) * co + o] = acc;
                 }
         }
-    std::vector<float> matrix(size_t(w.ci) * co, 0.f);  // one position, (padded ci, co)
-    for (size_t p = 0; p < positions; ++p) {
-        for (int c = 0; c < ci; ++c)
-            for (int o = 0; o < co; ++o) matrix[size_t(c) * co + o] = float(u[(p * ci + c) * co + o]);
-        const PackedWeights packed = pack(matrix, {}, 1, 1, w.ci, co);
-        if (p == 0) {
-            w.stride = packed.w.size();
-            w.u.assign(positions * w.stride, 0.f);
-        }
-        std::copy(packed.w.begin(), packed.w.end(), w.u.begin() + p * w.stride);
-    }
+    // Each position's (padded ci, co) matrix packed as pack() packs a 1x1 convolution's: blocks
+    // of 16 output channels, each (ci, 16); zeros in the padding. Double for exact; float
+    // (rounded once) for fast.
+    const int blocks = ceil_div(co, kLanes);
+    w.stride = size_t(blocks) * w.ci * kLanes;
+    auto fill = [&](auto& packed) {
+        packed.assign(positions * w.stride, 0);
+        for (size_t p = 0; p < positions; ++p)
+            for (int c = 0; c < ci; ++c)
+                for (int o = 0; o < co; ++o)
+                    packed[p * w.stride + (size_t(o / kLanes) * w.ci + c) * kLanes + o % kLanes] =
+                        static_cast<typename std::decay_t<decltype(packed)>::value_type>(u[(p * ci + c) * co + o]);
+    };
+    if (exact)
+        fill(w.u64);
+    else
+        fill(w.u);
     w.bias.assign(size_t(round_up(co, kLanes)), 0.f);
     for (int o = 0; o < co && size_t(o) < s.bias.size(); ++o) w.bias[o] = s.bias[o];
     return w;
@@ -227,17 +257,17 @@ WinogradWeights pack_winograd_t(const Step& s) {
 
 }  // namespace
 
-WinogradWeights pack_winograd(const Step& s) {
-    switch (winograd_tile(s)) {
-        case 4: return s.kh == 3 ? pack_winograd_t<4, 3>(s) : pack_winograd_t<4, 5>(s);
-        case 2: return s.kh == 3 ? pack_winograd_t<2, 3>(s) : pack_winograd_t<2, 5>(s);
+WinogradWeights pack_winograd(const Step& s, bool exact) {
+    switch (winograd_tile(s, exact)) {
+        case 4: return s.kh == 3 ? pack_winograd_t<4, 3>(s, exact) : pack_winograd_t<4, 5>(s, exact);
+        case 2: return s.kh == 3 ? pack_winograd_t<2, 3>(s, exact) : pack_winograd_t<2, 5>(s, exact);
         default: throw std::logic_error("pack_winograd: a convolution winograd_tile turned down");
     }
 }
 
 std::unique_ptr<Kernel> make_winograd_conv2d(const Step& conv, const Step* pool, const KernelTable& table,
                                              const WinogradWeights& weights) {
-    return std::make_unique<WinogradConv2d>(conv, pool, table, weights);
+    return std::make_unique<WinogradConv2d>(conv, pool, table, weights, weights.exact);
 }
 
 }  // namespace lenet::cpu

@@ -47,6 +47,18 @@ from .inputs import Inputs, progress_bar
 from .output import SEVERAL_DIGITS, DebugWriter, Output, print_number, result_record
 
 
+def add_precision_argument(p: argparse.ArgumentParser) -> None:
+    """--precision, as lenet-cli and lenet-serve take it (Engine's ``precision``)."""
+    p.add_argument(
+        "--precision",
+        default="exact",
+        choices=["exact", "fast"],
+        help="exact (the default: answers at least as close to the exact ones as Keras' float32) or fast "
+        "(the CPU's Winograd convolutions in float32: faster on models with 3x3 or 5x5 convolutions of "
+        "16+ channels, several times further from the exact answers)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="lenet-cli",
@@ -76,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="where to run (default: auto)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all available)")
+    add_precision_argument(p)
     p.add_argument(
         "--batch-size",
         type=int,
@@ -213,7 +226,12 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always", RuntimeWarning)  # the CUDA fallback: one line, below
             engine = lenet.Engine(
-                args.weights, device=args.device, threads=args.threads, arch=args.arch, **preprocess.options(args)
+                args.weights,
+                device=args.device,
+                threads=args.threads,
+                arch=args.arch,
+                precision=args.precision,
+                **preprocess.options(args),
             )
     except lenet.Error as e:
         print(f"lenet-cli: error: {as_flags(str(e))}", file=sys.stderr)
@@ -329,6 +347,7 @@ class _Run:
             mode=self.args.mode,
             batch_size=self.args.batch_size or 1024,
             threads=self.args.threads,
+            precision=self.args.precision,
             preserve_order=True,
         )
         for row in ds.iter_rows():

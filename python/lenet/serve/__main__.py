@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from .. import preprocess
+from ..cli import add_precision_argument
 
 SWITCH_INTERVAL = 0.0005  # seconds (Python's default: 0.005)
 
@@ -22,6 +23,7 @@ def main(argv=None) -> int:
         default=None,
         help="engine threads (default: the CPUs available less one, which the event loop keeps)",
     )
+    add_precision_argument(p)
     preprocess.add_arguments(p)
     p.add_argument("--max-batch", type=int, default=256, help="images per engine call at most (default 256)")
     p.add_argument(
@@ -49,6 +51,7 @@ def main(argv=None) -> int:
             args.weights,
             device=args.device,
             threads=engine_threads() if args.threads is None else args.threads,
+            precision=args.precision,
             **preprocess.options(args),
         )
         options = Options(

@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
         say("device", lenet_options_set_device(o, "tpu"));
         say("cpu_kernels", lenet_options_set_cpu_kernels(o, "sse9"));
         say("cuda_path", lenet_options_set_cuda_path(o, "warp"));
+        say("precision", lenet_options_set_precision(o, "half"));
+        say("good precision", lenet_options_set_precision(o, "fast"));
         say("threads", lenet_options_set_threads(o, 2000));
         say("null options", lenet_options_set_device(nullptr, "cpu"));
         say("good", lenet_options_set_cpu_kernels(o, "generic"));
