@@ -644,12 +644,13 @@ def test_the_default_table_has_the_compared_columns_and_the_files_every_one(zoo_
     out, proc = zoo_run
     header = next(line for line in proc.stdout.splitlines() if "contender" in line and "b1 p50" in line)
     cells = [c.strip() for c in header.strip("┃│| ").replace("┃", "|").replace("│", "|").split("|")]
-    assert cells == ["contender", "b1 p50", "img/s b8", "×Keras", "×fastest other", "agrees"], cells
+    assert cells == ["contender", "b1 p50", "img/s b8", "×Keras", "×fastest other", "vs float64", "agrees"], cells
     assert "×Keras: keras-predict's time over this row's" in proc.stdout
     assert "\x1b[" not in proc.stdout and "0.00×" not in proc.stdout
     md = (out / "README-table.md").read_text()
     assert "| b1 p99 | img/s b1 | img/s b8 | ×Keras (b1) | ×Keras (b8) | ×fastest other (b1) |" in md
     assert "max \\|Δp\\|" in md and "Skipped (" in md
+    assert "| vs float64 (RMS / max units) |" in md and "vs float64: each contender's probabilities" in md
 
 
 def test_failure_reasons_are_one_line_without_arrays_or_colours():

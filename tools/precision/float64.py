@@ -1,87 +1,91 @@
-"""Which is closer to the exact answer where lenet and Keras differ: each file's model
-evaluated by Keras in float64 (tests/models/float64_reference.py) against lenet's and
-Keras' float32 probabilities, on each CPU kernel set.
+"""The precision contract, model by model (issue 74; docs/how-it-works.md#precision): each model
+evaluated in float64 (lenet.bench.exactness), and how far lenet's default path (on every CPU
+kernel set here) and the reference float32 engine (Keras for a Keras file, ONNX Runtime for an
+ONNX one) land from it, in units of float32's rounding scale: root mean square / largest over
+every row and class. A model is within the contract when lenet's figures are at most 1.5x the
+reference's root mean square and 2x its largest (or within 1 unit / 8 where the reference lands
+nearer than rounding every sum once predicts).
 
-    python tools/precision/float64.py MODEL.h5 [MODEL.keras ...] [--rows 128]
-    python tools/precision/float64.py --zoo      # the Keras zoo's batch-norm models
+    python tools/precision/float64.py                  # the shipped LeNets
+    python tools/precision/float64.py MODEL [MODEL...] # any Keras (.h5, .keras) or ONNX file
+    python tools/precision/float64.py --zoo [CASE...]  # the Keras zoo (every case, or those named)
+    python tools/precision/float64.py --onnx           # tests/data/onnx's float graphs
+    ... [--rows 256] [--kernels auto,blas] [--precision fast]
 
-A file's inputs: the first --rows MNIST test digits, scaled to [0, 1] unless the model
-rescales its own pixels (as the zoo feeds them). Prints, per file and kernel set, the
-largest |difference| in probabilities of lenet against Keras, and of each against float64;
-then each one's error in units of float32's rounding scale (float64_reference.float32_rounding:
-every sum rounded once at the magnitude of its terms), root mean square / largest. A layer the
-scale has no model for prints '-' there.
+Exits 1 when a model is outside the contract.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
-
-import numpy as np
 
 TESTS = Path(__file__).resolve().parents[2] / "tests" / "models"
 sys.path.insert(0, str(TESTS))
 
-import keras_zoo as kz  # noqa: E402
-from float64_reference import closeness  # noqa: E402
-from keras_fixtures import keras_model, load_mnist_test  # noqa: E402
+import contract_cases as cc  # noqa: E402
 
 import lenet  # noqa: E402
-
-BN_CASES = ("bn_cnn", "bn_mlp", "bn_trained", "bn_input", "bn_center_scale", "bn_after_pool", "bn_branch")
-KERNELS = ("auto", "blas", "nchw")
+from lenet.bench import exactness  # noqa: E402
 
 
-def _model(path: Path, framework: str):
-    if framework == "keras2":
-        import tf_keras
+def _cases(args) -> list:
+    cases = []
+    if not (args.files or args.zoo is not None or args.onnx):
+        cases += cc.shipped_cases(args.rows)
+    for path in args.files:
+        if path.suffix == ".onnx":
+            cases += cc.onnx_cases(args.rows, [path])
+        else:
+            x, _ = cc.workload.to_model_input(cc.mnist_pixels(args.rows), path)
+            cases.append(cc.Case(path.name, path, x, "Keras 3", cc._keras_runner(path, "keras3")))
+    if args.zoo is not None:
+        import keras_zoo as kz
 
-        return tf_keras.models.load_model(path, compile=False)
-    return keras_model(path)
+        zoo = kz.build_zoo(Path(tempfile.mkdtemp()), only=set(args.zoo) or None, forms={"h5"})
+        cases += [cc.zoo_case(z) for z in zoo.values()]
+    if args.onnx:
+        cases += cc.onnx_cases(args.rows)
+    return cases
 
 
-def _inputs(model, engine, rows: int) -> np.ndarray:
-    digits = load_mnist_test(rows)[0].astype(np.float32)
-    x = digits if kz.takes_raw_pixels(model) else digits / np.float32(255)
-    return x.reshape((len(x),) + tuple(engine.input_shape[1:]))
-
-
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="*", type=Path)
-    ap.add_argument("--zoo", action="store_true", help="the Keras zoo's batch-norm models (full-model forms)")
-    ap.add_argument("--rows", type=int, default=128)
-    args = ap.parse_args()
-    cases = []
-    if args.zoo:
-        import tempfile
-
-        zoo = kz.build_zoo(Path(tempfile.mkdtemp()), only=set(BN_CASES))
-        cases += [(z.name, z.path, z.framework, z.x) for z in zoo.values() if z.form in ("h5", "keras")]
-    cases += [(p.name, p, "keras3", None) for p in args.files]
-    print(
-        f"{'file':28s} {'kernels':7s} {'lenet-Keras':>11s} {'lenet-f64':>10s} {'Keras-f64':>10s}  closer  "
-        f"{'lenet units':>11s} {'Keras units':>11s}"
+    ap.add_argument("--zoo", nargs="*", metavar="CASE", help="the Keras zoo's models (all cases, or these)")
+    ap.add_argument("--onnx", action="store_true", help="tests/data/onnx's float graphs")
+    ap.add_argument("--rows", type=int, default=256, help="MNIST test digits (default 256)")
+    ap.add_argument(
+        "--kernels",
+        help="comma-separated CPU kernel sets (default: every hand-written set this CPU runs, and blas; nchw, "
+        "the GPU's layout on the CPU, when named)",
     )
-    for name, path, framework, x in cases:
-        model = _model(path, framework)
-        for kernels in KERNELS:
-            eng = lenet.Engine(path, device="cpu", cpu_kernels=kernels)
-            c = closeness(model, eng, _inputs(model, eng, args.rows) if x is None else x)
-            if "no_rounding_scale" in c:
-                print(f"{name}: {c['no_rounding_scale']}", file=sys.stderr)
-            closer = "lenet" if c["lenet_vs_float64"] < c["keras_vs_float64"] else "Keras"
-            units = [
-                "-" if "no_rounding_scale" in c else f"{c[f'{who}_rounding_rms']:.2f} / {c[f'{who}_rounding_max']:.1f}"
-                for who in ("lenet", "keras")
-            ]
-            print(
-                f"{name:28s} {kernels:7s} {c['lenet_vs_keras']:11.2e} {c['lenet_vs_float64']:10.2e} "
-                f"{c['keras_vs_float64']:10.2e}  {closer:6s}  {units[0]:>11s} {units[1]:>11s}"
-            )
+    ap.add_argument("--precision", default="exact", choices=["exact", "fast"])
+    args = ap.parse_args()
+    kernels = args.kernels.split(",") if args.kernels else [k for k in lenet.cpu_kernel_sets() if k != "nchw"]
+    print(
+        f"{'model':34s} {'reference':13s} {'ref units':>11s}  "
+        + "  ".join(f"{'lenet ' + k:>13s}" for k in kernels)
+        + "  contract"
+    )
+    outside = 0
+    for case in _cases(args):
+        got = cc.measure(case, kernels, args.precision)
+        if "why" in got:
+            print(f"{case.name:34s} no float64 evaluation: {got['why']}")
+            continue
+        cells = [f"{d['f64_rms_units']:.2f} / {d['f64_max_units']:.1f}" for d in got.values()]
+        ok = all(exactness.within_contract(got[k], got["reference"]) for k in kernels)
+        outside += not ok
+        print(
+            f"{case.name:34s} {case.reference:13s} {cells[0]:>11s}  "
+            + "  ".join(f"{c:>13s}" for c in cells[1:])
+            + ("  within" if ok else "  OUTSIDE")
+        )
+    return 1 if outside else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

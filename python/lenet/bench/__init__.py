@@ -262,6 +262,9 @@ def _new_row(model: str, name: str, sizes: list[int]) -> dict:
                 "agree",
                 "mismatches",
                 "max_abs_dp",
+                "f64_max_abs",
+                "f64_rms_units",
+                "f64_max_units",
                 "speedup_b1_vs_keras_predict",
                 "speedup_tput_vs_keras_predict",
                 "speedup_b1_vs_best_other",
@@ -330,8 +333,8 @@ def _bench_model(s: Session, source: str):
     import lenet
 
     from . import contenders as cs
+    from . import exactness, workload
     from . import reference as references
-    from . import workload
 
     started = time.perf_counter()
     model = _label(source)
@@ -371,6 +374,12 @@ def _bench_model(s: Session, source: str):
     except Exception as e:
         ref = None
         about["reference_error"] = f"{type(e).__name__}: {e}"
+    s.progress.update(s.task, description=f"{model}: the model in float64")
+    try:  # every contender's distance from the exact answers (exactness.py)
+        exact = exactness.float64_reference(ctx.spec, x)
+    except Exception as e:
+        exact = None
+        about["float64_error"] = one_line(f"{type(e).__name__}: {e}")
     if ref is not None and s.labels is not None:
         about["reference_accuracy"] = float(np.mean(ref.argmax(1) == s.labels))
         if reference.startswith("keras"):
@@ -389,7 +398,7 @@ def _bench_model(s: Session, source: str):
     if s.probe:
         _probe(s, model, live, rows, weights, x[:1], pixel_rows[:1])
     phases["probe"], mark = time.perf_counter() - mark, time.perf_counter()
-    runners, inputs = _prepare(s, model, live, rows, ctx, x, pixel_rows, ref)
+    runners, inputs = _prepare(s, model, live, rows, ctx, x, pixel_rows, ref, exact)
     phases["load_check_warm"], mark = time.perf_counter() - mark, time.perf_counter()
     try:
         series = _measure(s, model, runners, inputs, rows)
@@ -446,23 +455,24 @@ def _block(run, inputs, batch: int, budget_s: float, min_calls: int):
     return measure.block(run, inputs, batch, budget_s, min_calls)
 
 
-def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_rows, ref) -> tuple[dict, dict]:
+def _prepare(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_rows, ref, exact) -> tuple[dict, dict]:
     """Builds each contender (in this process, or in its own), checks its predictions on the
-    whole array against the reference, and warms it up at every batch size. Returns the
-    runners and their inputs."""
+    whole array against the reference and measures their distance from the ``exact`` ones
+    ((probabilities, rounding scale) in float64, or None), and warms it up at every batch
+    size. Returns the runners and their inputs."""
     runners, inputs = {}, {}
     gc.collect()
     gc.freeze()  # as in _measure: each warm-up block's collection would walk the frameworks' objects (0.2 s)
     try:
-        _prepare_each(s, model, live, rows, ctx, x, pixel_rows, ref, runners, inputs)
+        _prepare_each(s, model, live, rows, ctx, x, pixel_rows, ref, exact, runners, inputs)
     finally:
         gc.unfreeze()
     return runners, inputs
 
 
-def _prepare_each(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_rows, ref, runners, inputs) -> None:
+def _prepare_each(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_rows, ref, exact, runners, inputs):
     from . import contenders as cs
-    from . import measure, workload
+    from . import exactness, measure, workload
     from .child import Remote
     from .harness import Harness
     from .nets import NotRebuilt
@@ -481,7 +491,9 @@ def _prepare_each(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_
                 inputs[n] = dict.fromkeys(s.sizes)  # the worker has its own
             else:
                 run = c.build(ctx)
-            r.update(measure.correctness(run(data), ref))
+            out = measure.probabilities(run(data))
+            r.update(measure.correctness(out, ref))
+            r.update(exactness.distance(out, *(exact or (None, None))))
             if r["agree"] is False:
                 r["flags"].append("DISAGREES")
             if c.process == "same":

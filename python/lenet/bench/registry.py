@@ -50,6 +50,7 @@ ONNX_CONTENDERS = (
     "lenet-cpp-cuda",
     "lenet-cpu",
     "lenet-cpu-blas",
+    "lenet-cpu-fast",
     "lenet-cpu-infer",
     "lenet-cuda",
     "lenet-cuda-eager",

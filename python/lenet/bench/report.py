@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from .figure import figure
+
 REFERENCE = "keras-predict"
 
 
@@ -140,6 +142,20 @@ RATIO_LEGEND = (
 
 def fmt_dp(d: Optional[float]) -> str:
     return "—" if d is None else f"{d:.1e}"
+
+
+def fmt_units(r: dict) -> str:
+    """A row's distance from the float64 answers: "RMS / max" in float32 rounding units."""
+    if r.get("f64_rms_units") is None:
+        return "—"
+    return f"{r['f64_rms_units']:.2f} / {r['f64_max_units']:.1f}"
+
+
+EXACTNESS_LEGEND = (
+    "vs float64: each contender's probabilities against the model evaluated in float64, in units of "
+    "float32's rounding scale (every sum rounded once; root mean square / largest over every digit "
+    "and class): float32 engines land at 0.3-0.8 / 2-5, a less exact algorithm several units further"
+)
 
 
 def reference_label(header: dict) -> str:
@@ -284,8 +300,8 @@ def markdown(header: dict, results: list[dict]) -> str:
         "| model | contender | b1 p50 | b1 p99 | "
         + " | ".join(f"img/s b{b}" for b in sizes)
         + f" | ×Keras (b1) | ×Keras (b{big}) | ×fastest other (b1) | ×fastest other (b{big}) "
-        f"| agrees with {reference_label(header)} | max \\|Δp\\| |",
-        "|---|---|---:|---:|" + "---:|" * len(sizes) + "---:|---:|---:|---:|---|---:|",
+        f"| agrees with {reference_label(header)} | max \\|Δp\\| | vs float64 (RMS / max units) |",
+        "|---|---|---:|---:|" + "---:|" * len(sizes) + "---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in results:
         if r["status"] == "skipped" or header["models"].get(r["model"], {}).get("error"):
@@ -303,9 +319,13 @@ def markdown(header: dict, results: list[dict]) -> str:
             if r["agree"] is False
             else agree_text(r),
             fmt_dp(r["max_abs_dp"]),
+            fmt_units(r),
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", RATIO_LEGEND + "."]
+    lines += ["", RATIO_LEGEND + ".", "", EXACTNESS_LEGEND + "."]
+    lines += [
+        f"{m}: no float64 column ({a['float64_error']})." for m, a in header["models"].items() if a.get("float64_error")
+    ]
     skipped = skipped_line(results)
     if skipped:
         lines += ["", skipped[0].upper() + skipped[1:] + "."]
@@ -387,98 +407,6 @@ def floor_table(header: dict, results: list[dict]) -> list[str]:
     return lines
 
 
-def _colors(plt, names: list[str]) -> dict:
-    """One colour family per framework, this engine in red."""
-    families = {
-        "lenet": "Reds",
-        "keras": "Blues",
-        "tf": "Oranges",
-        "onnxruntime": "Greens",
-        "torch": "Purples",
-        "jax": "Greys",
-    }
-    out = {}
-    for prefix, cmap in families.items():
-        members = [n for n in names if n.split("-")[0] == prefix]
-        for i, n in enumerate(members):
-            out[n] = plt.get_cmap(cmap)(0.85 - 0.45 * i / max(len(members), 2))
-    return {n: out.get(n, "grey") for n in names}
-
-
-def figure(path: Path, header: dict, results: list[dict]) -> Optional[str]:
-    """latency.png: per model, batch-1 latency (log) and throughput vs batch size. Returns
-    why no figure was made, or None."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "matplotlib is not installed"
-    ok = [r for r in results if r["status"] == "ok"]
-    models = list(dict.fromkeys(r["model"] for r in ok))
-    if not models:
-        return "no results"
-    names = list(dict.fromkeys(r["contender"] for r in ok))
-    colors = _colors(plt, names)
-    fig, axes = plt.subplots(len(models), 2, figsize=(14, 3.2 + 0.35 * len(names) * len(models)), squeeze=False)
-    for (ax_l, ax_t), model in zip(axes, models):
-        rows = sorted((r for r in ok if r["model"] == model and r["b1_p50_s"]), key=lambda r: -r["b1_p50_s"])
-        p50 = [r["b1_p50_s"] * 1e6 for r in rows]
-        ax_l.barh(
-            [r["contender"] for r in rows],
-            p50,
-            color=[colors[r["contender"]] for r in rows],
-            xerr=[[0] * len(rows), [r["b1_p99_s"] * 1e6 - v for r, v in zip(rows, p50)]],
-            capsize=3,
-        )
-        for i, r in enumerate(rows):
-            bad = r["agree"] is False
-            ax_l.text(
-                r["b1_p99_s"] * 1e6 * 1.15,
-                i,
-                fmt_time(r["b1_p50_s"]) + ("  DISAGREES" if bad else ""),
-                va="center",
-                fontsize=8,
-                color="red" if bad else "black",
-            )
-        ax_l.set_xscale("log")
-        ax_l.set_xlim(min(p50) / 2, max(r["b1_p99_s"] for r in rows) * 1e6 * 8)
-        ax_l.set_xlabel("batch-1 latency per image, µs (bar p50, whisker p99; log)")
-        ax_l.set_title(f"{model}: time to classify one image")
-        for r in ok:
-            if r["model"] == model:
-                pts = [(s["batch"], s["images_per_s"]) for s in r["series"]]
-                ax_t.plot(
-                    *zip(*pts),
-                    marker="o",
-                    label=r["contender"],
-                    color=colors[r["contender"]],
-                    linewidth=2.5 if r["contender"].startswith("lenet") else 1.2,
-                )
-        ax_t.set_xscale("log", base=2)
-        ax_t.set_yscale("log")
-        ax_t.set_xticks(header["batch_sizes"], [str(b) for b in header["batch_sizes"]])
-        ax_t.set_xlabel("batch size")
-        ax_t.set_ylabel("images / s (log)")
-        ax_t.set_title(f"{model}: throughput")
-        ax_t.grid(True, which="both", alpha=0.3)
-        ax_t.legend(fontsize=7, loc="best")
-    m = header["machine"]
-    fig.suptitle(
-        f"lenet-bench — {m['cpu']}"
-        + (f" ({m['isa']}; lenet's kernels {m['lenet_kernels']})" if m.get("isa") else "")
-        + f", {m['cores']} cores, {m['threads']} threads, "
-        f"{m['gpu'] or 'no GPU'} — {m['date'][:10]}"
-        + (" — the machine was busy with other work: noisy figures" if busy(m) else ""),
-        fontsize=10,
-    )
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))  # room for the title above the first row
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return None
-
-
 def write_all(out: Path, header: dict, results: list[dict]) -> dict[str, Optional[str]]:
     """Writes every file; returns {file: None or why it was not written}."""
     out.mkdir(parents=True, exist_ok=True)
@@ -489,7 +417,7 @@ def write_all(out: Path, header: dict, results: list[dict]) -> dict[str, Optiona
         "results.json": None,
         "results.csv": None,
         "README-table.md": None,
-        "latency.png": figure(out / "latency.png", header, results),
+        "latency.png": figure(out / "latency.png", header, results, busy(header["machine"]), fmt_time),
     }
 
 
@@ -557,11 +485,11 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
             console.print(escape(title), style="bold red" if about.get("error") else None, highlight=False)
             continue
         t = Table(title=escape(title), title_justify="left", header_style="bold")
-        for col in ["contender", "b1 p50", f"img/s b{big}", "×Keras", "×fastest other", "agrees"]:
+        for col in ["contender", "b1 p50", f"img/s b{big}", "×Keras", "×fastest other", "vs float64", "agrees"]:
             t.add_column(col, justify="left" if col in ("contender", "agrees", "×fastest other") else "right")
         for r in rows:
             if r["status"] == "failed":
-                t.add_row(r["contender"], "—", "—", "—", "—", f"[bold red]failed[/] — {escape(r['reason'])}")
+                t.add_row(r["contender"], "—", "—", "—", "—", "—", f"[bold red]failed[/] — {escape(r['reason'])}")
                 continue
             agree = agree_text(r)
             t.add_row(
@@ -570,14 +498,17 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
                 fmt_rate(r.get(f"tput_b{big}")),
                 fmt_x(r["speedup_b1_vs_keras_predict"]),
                 other_text(r, "b1"),
+                fmt_units(r),
                 f"[bold red]{agree}[/]" if r["agree"] is False else agree,
             )
         console.print(t)
+        if about.get("float64_error"):
+            console.print(f"no float64 column: {about['float64_error']}", style="yellow", highlight=False, markup=False)
     console.print(
         f"b1 p50: median time per image at batch 1; img/s: images per second at batch {big}, median over "
         f"rounds; {RATIO_LEGEND}; agrees: same argmax as the reference ({reference_label(header)}) on all "
-        f"{header['images']} digits but ties (top two within 2e-5). Every column (p90, p99, each batch "
-        "size, CPU use, load, first call, memory, max |Δp|): README-table.md, results.csv.",
+        f"{header['images']} digits but ties (top two within 2e-5); {EXACTNESS_LEGEND}. Every column (p90, "
+        "p99, each batch size, CPU use, load, first call, memory, max |Δp|): README-table.md, results.csv.",
         style="dim",
         highlight=False,
         markup=False,
