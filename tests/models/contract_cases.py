@@ -19,6 +19,10 @@ from lenet.bench import exactness, workload
 REPO = Path(__file__).resolve().parents[2]
 ONNX_ZOO = sorted((REPO / "tests" / "data" / "onnx").glob("*.onnx"))
 SHIPPED = [REPO / "weights" / f"{name}.h5" for name in ("lenet5", "lenet-keras", "lenet-tf")]
+# Users' Keras files fed as their authors feed them: {file: (framework, pixel scale)}.
+# user_lenet_raw_pixels: Keras 2, trained on raw 0..255 pixels (tools/train/user_lenet_raw_pixels.py);
+# its 16 -> 32 5x5 convolution on 7x7 runs as Winograd F(4x4, 5x5).
+USERS = {REPO / "tests" / "data" / "keras" / "user_lenet_raw_pixels.h5": ("keras2", 1.0)}
 
 
 @dataclass
@@ -58,6 +62,13 @@ def shipped_case(path: Path, rows: int) -> Case:
 
 def shipped_cases(rows: int) -> list[Case]:
     return [shipped_case(path, rows) for path in SHIPPED]
+
+
+def user_case(path: Path, rows: int) -> Case:
+    """A user's Keras file (USERS) on MNIST digits scaled as its author scales them."""
+    framework, scale = USERS[path]
+    x = (mnist_pixels(rows).astype(np.float32) * np.float32(scale))[..., None]
+    return Case(path.name, path, x, "Keras 2" if framework == "keras2" else "Keras 3", _keras_runner(path, framework))
 
 
 def zoo_case(z) -> Case:

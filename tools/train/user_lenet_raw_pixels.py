@@ -9,9 +9,11 @@ activations: the precision contract's case of a model fed as its author feeds it
     -> Conv2D(16, 5, same, relu) -> MaxPooling2D(2) -> Conv2D(32, 5, same, relu)
     -> Flatten -> Dense(120, relu) -> Dense(84, relu) -> Dense(10, softmax)
 
-Seeded (tf_keras.utils.set_random_seed(0)), Adam, batch 128, on the 60,000 MNIST training
-digits only, on the CPU; the test set is only measured. Saved by ``model.save`` in Keras 2's
-legacy HDF5 layout, without the optimizer's state (three times the weights' size).
+Seeded (tf_keras.utils.set_random_seed(0)), Adam from 1e-3 cosine-decayed to 0 (a constant
+rate, 1e-4 to 1e-3, stops at 96.2 to 97.9% in 3 epochs on raw pixels), batch 128, 3 epochs on
+the 60,000 MNIST training digits only, on the CPU: 98.4% on the test set, which is only
+measured. Saved by ``model.save`` in Keras 2's legacy HDF5 layout, without the optimizer's
+state (three times the weights' size).
 
     python tools/train/user_lenet_raw_pixels.py [OUT]   # ~2 minutes on 2 cores
 
