@@ -1185,7 +1185,7 @@ void winograd_out(const WinogradArgs& a) {
 // the short sums (ci = 32 on lenet-tf) left conv_tile a fifth of its time in its setup
 // and epilogue (PERFORMANCE.md, issue 61).
 template <int P, int B, class T>
-void products_tile(const T* v, int ci, const T* u, T* m, int ldm, const T* next) {
+void products_tile(const T* v, int ci, const T* u, T* m, int ldm) {
     using Vec = VecOf<T>;
     constexpr int per_block = kLanes / kLanesOf<T>;
     constexpr int NV = B * per_block;
@@ -1196,12 +1196,6 @@ void products_tile(const T* v, int ci, const T* u, T* m, int ldm, const T* next)
 #pragma GCC unroll 16
         for (int n = 0; n < NV; ++n) acc[p][n] = Vec{};
     for (int c = 0; c < ci; ++c) {
-        if (next)  // the next position's weights, a 16-channel row a step, from L3 to L1
-#pragma GCC unroll 4
-            for (int b = 0; b < B; ++b)
-#pragma GCC unroll 2
-                for (size_t line = 0; line < kLanes * sizeof(T); line += 64)
-                    __builtin_prefetch(reinterpret_cast<const char*>(next + b * block + size_t(c) * kLanes) + line);
         Vec w[NV];
 #pragma GCC unroll 16
         for (int n = 0; n < NV; ++n)
@@ -1220,22 +1214,20 @@ void products_tile(const T* v, int ci, const T* u, T* m, int ldm, const T* next)
 }
 
 template <class T>
-using ProductsFn = void (*)(const T*, int, const T*, T*, int, const T*);
+using ProductsFn = void (*)(const T*, int, const T*, T*, int);
 template <int B, class T, size_t... I>
 constexpr std::array<ProductsFn<T>, sizeof...(I)> products_tiles(std::index_sequence<I...>) {
     return {&products_tile<int(I) + 1, B, T>...};
 }
 
 template <int B, class T>
-void products_blocks(const WinogradArgs& a, const T* v, const T* u, T* m, int cb0, const T* next) {
+void products_blocks(const WinogradArgs& a, const T* v, const T* u, T* m, int cb0) {
     // Rows of B blocks within the accumulator budget, counted in registers of T.
     constexpr int most = std::max(1, std::min(kMaxTile, kAccBudget / (B * kLanes / kLanesOf<T>)));
     static constexpr auto table = products_tiles<B, T>(std::make_index_sequence<most>());
-    const size_t offset = size_t(cb0) * a.ci * kLanes;
+    const T* ub = u + size_t(cb0) * a.ci * kLanes;
     split_even(a.count, most, [&](int t, int n) {
-        // The first tile asks for the next position's weights (next: null on the last).
-        table[n - 1](v + size_t(t) * a.ci, a.ci, u + offset, m + size_t(t) * a.ldm + cb0 * kLanes, a.ldm,
-                     t == 0 && next ? next + offset : nullptr);
+        table[n - 1](v + size_t(t) * a.ci, a.ci, ub, m + size_t(t) * a.ldm + cb0 * kLanes, a.ldm);
     });
 }
 
@@ -1247,11 +1239,10 @@ void products_positions(const WinogradArgs& a, const T* v_all, const T* u_all, T
     for (int p = first; p < last; ++p) {
         const T* v = v_all + p * a.v_plane;
         const T* u = u_all + p * a.u_plane;
-        const T* next = p + 1 < last ? u + a.u_plane : nullptr;
         T* m = m_all + p * a.m_plane;
         int cb = 0;
-        for (; cb + per_pass <= blocks; cb += per_pass) products_blocks<per_pass>(a, v, u, m, cb, next);
-        if (cb < blocks) products_blocks<1>(a, v, u, m, cb, next);
+        for (; cb + per_pass <= blocks; cb += per_pass) products_blocks<per_pass>(a, v, u, m, cb);
+        if (cb < blocks) products_blocks<1>(a, v, u, m, cb);
     }
 }
 

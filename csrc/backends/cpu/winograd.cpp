@@ -37,8 +37,8 @@ int ceil_div(int v, int by) { return (v + by - 1) / by; }
 
 class WinogradConv2d : public Kernel {
 public:
-    WinogradConv2d(const Step& s, const Step* pool, const KernelTable& table, const WinogradWeights& w, bool exact)
-        : s_(s), pool_(pool), table_(table), w_(w), exact_(exact), ldm_(round_up(s.out.c, kLanes)) {
+    WinogradConv2d(const Step& s, const Step* pool, const KernelTable& table, const WinogradWeights& w)
+        : s_(s), pool_(pool), table_(table), w_(w), exact_(w.exact), ldm_(round_up(s.out.c, kLanes)) {
         // With the pool fused, only the conv rows and columns it reads are computed.
         oh_ = pool ? 2 * pool->out.h : s.out.h;
         ow_ = pool ? 2 * pool->out.w : s.out.w;
@@ -49,14 +49,14 @@ public:
         ph_ = std::max(w_.m * th_ + s.kh - 1, s.pad.top + s.in.h);
         pw_ = std::max(w_.m * tw_ + s.kw - 1, s.pad.left + s.in.w);
         const size_t positions = size_t(w.alpha) * w.alpha;
-        const size_t tile_bytes = positions * (w.ci + ldm_) * (exact ? sizeof(double) : sizeof(float));
+        const size_t tile_bytes = positions * (w.ci + ldm_) * (exact_ ? sizeof(double) : sizeof(float));
         const int per_image = th_ * tw_;
-        const int cap = std::min(kChunk, std::max(8, int((exact ? kExactChunkBytes : kChunkBytes) / tile_bytes)));
+        const int cap = std::min(kChunk, std::max(8, int((exact_ ? kExactChunkBytes : kChunkBytes) / tile_bytes)));
         images_ = std::max(1, cap / per_image);
         const int chunk = std::min(cap, images_ * per_image);
         image_floats_ = size_t(ph_) * pw_ * w.ci;
         scratch_.assign(images_ * image_floats_, 0.f);
-        if (exact) {
+        if (exact_) {
             v_plane_ = plane<double>(size_t(chunk) * w.ci);
             m_plane_ = plane<double>(size_t(chunk) * ldm_);
             v64_.assign(positions * v_plane_, 0.0);
@@ -163,7 +163,7 @@ private:
     const Step* pool_;
     const KernelTable& table_;
     const WinogradWeights& w_;
-    const bool exact_;          // WinogradArgs::exact
+    const bool exact_;          // the weights' precision (WinogradArgs::exact)
     size_t v_plane_, m_plane_;  // values between tile positions in v_ and m_ (or m64_)
     const int ldm_;
     int oh_, ow_, th_, tw_, ph_, pw_;
@@ -267,7 +267,7 @@ WinogradWeights pack_winograd(const Step& s, bool exact) {
 
 std::unique_ptr<Kernel> make_winograd_conv2d(const Step& conv, const Step* pool, const KernelTable& table,
                                              const WinogradWeights& weights) {
-    return std::make_unique<WinogradConv2d>(conv, pool, table, weights, weights.exact);
+    return std::make_unique<WinogradConv2d>(conv, pool, table, weights);
 }
 
 }  // namespace lenet::cpu
