@@ -30,6 +30,7 @@ import numpy as np
 
 from lenet.spec import ModelSpec
 
+from . import netgraph
 from .netgraph import ACTIVATIONS, MERGES, NotRebuilt, activation, merge, output_kind, to_probabilities, weight
 
 UNIT_ROUNDOFF = 2.0**-24  # float32: a correctly rounded value is within this relative distance
@@ -43,27 +44,9 @@ def _exact_activation(layer) -> bool:
     return a.activation == "linear" or plain_relu
 
 
-# The record kinds evaluated here; a model with another raises NotRebuilt (no float64 column).
-KINDS = (
-    "conv2d",
-    "dense",
-    "max_pool2d",
-    "avg_pool2d",
-    "global_max_pool2d",
-    "global_avg_pool2d",
-    "zero_pad2d",
-    "flatten",
-    "reshape",
-    "permute",
-    "rescaling",
-    "batch_norm",
-    "concatenate",
-    "activation",
-    "softmax",
-    "log_softmax",
-    *MERGES,
-)
-IMAGE_OPS = ("conv2d", "max_pool2d", "avg_pool2d", "global_max_pool2d", "global_avg_pool2d", "zero_pad2d")
+# The record kinds evaluated here: the rebuilt contenders' (netgraph.py) and Permute, which an
+# ONNX file's Transposes become; a model with another raises NotRebuilt (no float64 column).
+KINDS = (*netgraph.KINDS, "permute")
 
 
 class _Graph:
