@@ -39,13 +39,12 @@ from .registry import (  # noqa: F401 (re-exported: the contenders' module is wh
     gpu_missing,
     isolate,
     keras_model,
+    keras_probability_model,
     load_framework,
     load_plugins,
     own_versions,
-    probabilities_of,
     quiet_stderr,
     setup,
-    softmax,
     thread_env,
     versions,
 )
@@ -53,9 +52,44 @@ from .registry import (  # noqa: F401 (re-exported: the contenders' module is wh
 # --- Keras 3 on TensorFlow -----------------------------------------------------------
 
 
+def onnx_with_probabilities(path, kind: str) -> bytes:
+    """The ONNX file with its first output made probabilities inside the graph, as the engine's
+    predict_proba makes them inside the engine (issue 75): a softmax as it is, log-probabilities
+    exponentiated (Exp), sigmoids over their sum (ReduceSum, Div), anything else through a
+    Softmax over the last axis; the model's other outputs dropped."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    y = graph.output[0].name
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    nodes = []
+    if kind == "log_softmax":
+        nodes.append(helper.make_node("Exp", [y], ["lenet_bench_probabilities"]))
+    elif kind == "sigmoid":
+        if opset >= 13:
+            axes = helper.make_tensor("lenet_bench_last_axis", onnx.TensorProto.INT64, [1], [-1])
+            graph.initializer.append(axes)
+            nodes.append(helper.make_node("ReduceSum", [y, "lenet_bench_last_axis"], ["lenet_bench_sum"], keepdims=1))
+        else:
+            nodes.append(helper.make_node("ReduceSum", [y], ["lenet_bench_sum"], axes=[-1], keepdims=1))
+        nodes.append(helper.make_node("Div", [y, "lenet_bench_sum"], ["lenet_bench_probabilities"]))
+    elif kind != "softmax":
+        nodes.append(helper.make_node("Softmax", [y], ["lenet_bench_probabilities"], axis=-1))
+    if nodes:
+        graph.node.extend(nodes)
+        out = helper.make_tensor_value_info(
+            "lenet_bench_probabilities", graph.output[0].type.tensor_type.elem_type, None
+        )
+        del graph.output[:]
+        graph.output.append(out)
+    return model.SerializeToString()
+
+
 def onnx_file_session(ctx: Ctx) -> Callable:
-    """ONNX Runtime on the file itself, its outputs made a distribution as the engine's
-    predict_proba makes them (the first output: the class scores)."""
+    """ONNX Runtime on the file itself, its first output (the class scores) made a distribution
+    inside the graph (onnx_with_probabilities)."""
     import onnxruntime as ort
 
     import lenet
@@ -63,11 +97,13 @@ def onnx_file_session(ctx: Ctx) -> Callable:
     options = ort.SessionOptions()
     options.intra_op_num_threads = ctx.threads
     options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(ctx.weights), options, providers=["CPUExecutionProvider"])
+    kind = lenet.Model(ctx.spec).network.output_kind
+    session = ort.InferenceSession(
+        onnx_with_probabilities(ctx.weights, kind), options, providers=["CPUExecutionProvider"]
+    )
     name, dims = session.get_inputs()[0].name, session.get_inputs()[0].shape
     batched = len(dims) in (2, 4)
     fixed = dims[0] if batched and isinstance(dims[0], int) else None  # a fixed-batch export: N at a time
-    kind = lenet.Model(ctx.spec).network.output_kind
 
     def run_fixed(x):
         pad = -len(x) % fixed
@@ -78,35 +114,28 @@ def onnx_file_session(ctx: Ctx) -> Callable:
 
     def run(x):
         if not batched:
-            y = np.stack([session.run(None, {name: s})[0] for s in x])
-        else:
-            y = run_fixed(x) if fixed else session.run(None, {name: x})[0]
-        y = y.reshape(len(x), -1)
-        if kind == "softmax":
-            return y
-        if kind == "sigmoid":
-            return y / y.sum(axis=1, keepdims=True)
-        return softmax(y)
+            return np.stack([session.run(None, {name: s})[0] for s in x])
+        return run_fixed(x) if fixed else session.run(None, {name: x})[0]
 
     return run
 
 
 def keras_predict_reference(ctx: Ctx) -> Callable:
     """Keras ``model.predict`` with whatever backend this process has (the keras-jax reference)."""
-    model = keras_model(ctx)
-    return probabilities_of(ctx, lambda a: model.predict(a, batch_size=256, verbose=0))
+    model = keras_probability_model(ctx)
+    return lambda a: model.predict(a, batch_size=256, verbose=0)
 
 
 @contender("keras-predict", ("tensorflow", "keras"), "Keras 3 model.predict(x, batch_size=len(x)): the seeds' loop")
 def _keras_predict(ctx):
-    model = keras_model(ctx)
-    return probabilities_of(ctx, lambda x: model.predict(x, batch_size=len(x), verbose=0))
+    model = keras_probability_model(ctx)
+    return lambda x: model.predict(x, batch_size=len(x), verbose=0)
 
 
 @contender("keras-call", ("tensorflow", "keras"), "Keras 3 model(x, training=False), eager")
 def _keras_call(ctx):
-    model = keras_model(ctx)
-    return probabilities_of(ctx, lambda x: model(x, training=False).numpy())
+    model = keras_probability_model(ctx)
+    return lambda x: model(x, training=False).numpy()
 
 
 # --- TensorFlow low level ---------------------------------------------------------------
@@ -342,7 +371,7 @@ def _tflite(ctx):
     except ImportError:
         Interpreter = tf.lite.Interpreter
     with quiet_stderr(), contextlib.redirect_stdout(io.StringIO()):  # the converter prints its graph
-        flat = tf.lite.TFLiteConverter.from_keras_model(keras_model(ctx)).convert()
+        flat = tf.lite.TFLiteConverter.from_keras_model(keras_probability_model(ctx)).convert()
     by_batch = {}  # one interpreter per batch size: resizing reallocates every tensor
 
     def run(x):
@@ -359,7 +388,7 @@ def _tflite(ctx):
         it.invoke()
         return it.get_tensor(o)
 
-    return probabilities_of(ctx, run)
+    return run
 
 
 # --- optional: ONNX Runtime, PyTorch ---------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import Ctx, Unavailable, contender, keras_model, probabilities_of
+from .registry import Ctx, Unavailable, contender, keras_probability_model
 
 
 def _torch(ctx: Ctx, compiled: bool):
@@ -168,8 +168,8 @@ def _keras_jax(ctx):
 
     if keras.backend.backend() != "jax":
         raise RuntimeError(f"Keras runs on {keras.backend.backend()}, not JAX: KERAS_BACKEND was set too late")
-    model = keras_model(ctx)
+    model = keras_probability_model(ctx)
     trainable = [v.value for v in model.trainable_variables]
     fixed = [v.value for v in model.non_trainable_variables]
     f = jax.jit(lambda t, n, x: model.stateless_call(t, n, x, training=False)[0])
-    return probabilities_of(ctx, lambda x: np.asarray(f(trainable, fixed, x)))
+    return lambda x: np.asarray(f(trainable, fixed, x))

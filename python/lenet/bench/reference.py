@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from . import contenders
-from .contenders import Ctx, keras_model, probabilities_of
+from .contenders import Ctx, keras_probability_model
 
 # The oracle every contender's probabilities are checked against: Keras' model.predict on
 # the TensorFlow backend; where TensorFlow is missing (the GPU machine), Keras on the JAX
@@ -42,8 +42,7 @@ def choose_reference() -> tuple[str, str]:
 def reference(ctx: Ctx, x: np.ndarray, name: str = "keras-predict", tmp: Optional[Path] = None) -> np.ndarray:
     """The reference's probabilities on the whole array (``name`` from ``REFERENCES``)."""
     if name == "keras-predict":
-        model = keras_model(ctx)
-        return probabilities_of(ctx, lambda a: model.predict(a, batch_size=256, verbose=0))(x)
+        return keras_probability_model(ctx).predict(x, batch_size=256, verbose=0)
     if name == "keras-jax":
         from .child import Remote
 

@@ -275,28 +275,30 @@ def own_versions() -> dict[str, str]:
     return out
 
 
-def softmax(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
+def keras_probability_model(ctx: Ctx):
+    """The Keras model with its outputs made probabilities inside it, as the engine's
+    predict_proba makes them inside the engine (issue 75: every contender's timed call does the
+    same work): a softmax as it is, log-probabilities exponentiated, sigmoids over their sum,
+    anything else through a Softmax layer. TensorFlow Lite converts this model, and Keras on
+    JAX runs it."""
+    import keras
 
+    from .netgraph import output_kind
 
-def probabilities_of(ctx: Ctx, run: Callable) -> Callable:
-    """The model's outputs made probabilities in NumPy as the engine's predict_proba makes
-    them, so that everyone returns probabilities: a softmax as they are, sigmoids divided by
-    their sum, logits (or log-probabilities) through a softmax."""
-    from .nets import output_kind
-
+    model = keras_model(ctx)
     kind = output_kind(ctx.spec)
     if kind == "softmax":
-        return run
-    if kind == "sigmoid":
-        return lambda x: _over_sum(run(x))
-    return lambda x: softmax(run(x))
-
-
-def _over_sum(y: np.ndarray) -> np.ndarray:
-    y = np.asarray(y, np.float32).reshape(len(y), -1)
-    return y / y.sum(axis=1, keepdims=True)
+        return model
+    y = model.outputs[0]
+    if kind == "log_softmax":
+        p = keras.layers.Activation("exponential", name="lenet_bench_probabilities")(y)
+    elif kind == "sigmoid":
+        p = keras.layers.Lambda(
+            lambda v: v / keras.ops.sum(v, axis=-1, keepdims=True), name="lenet_bench_probabilities"
+        )(y)
+    else:
+        p = keras.layers.Softmax(axis=-1, name="lenet_bench_probabilities")(y)
+    return keras.Model(model.inputs, p)
 
 
 def keras_model(ctx: Ctx):
