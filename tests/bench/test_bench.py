@@ -430,6 +430,7 @@ def dying_run(tmp_path_factory):
         "--no-probe",
         env=env,
         timeout=600,
+        rc=1,  # the named contenders that died or found no GPU did not run: the status says so
     )
     return out, proc
 
@@ -461,6 +462,8 @@ def test_a_contender_that_crashes_or_hangs_costs_its_row_not_the_run(dying_run):
     md = (out / "README-table.md").read_text()
     assert "crashed: SIGSEGV in run" in md and "hung: no answer" in md
     assert "crashed: SIGSEGV in run" in proc.stdout
+    # Named, they did not run: the exit status (1) and a line each on stderr say so (issue 75).
+    assert "lenet-bench: hangs-at-load did not run on lenet5 (failed: hung:" in proc.stderr
 
 
 def test_a_dead_child_is_described_by_its_signal_and_its_innermost_frame():

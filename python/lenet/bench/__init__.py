@@ -218,7 +218,15 @@ def main(argv: list[str] | None = None) -> int:
             else f"lenet-bench: error: lenet could not run {model}: {why}",
             file=sys.stderr,
         )
-    return 1 if unrun or not any(r["status"] == "ok" for r in results) else 0
+    # A contender the user named that did not run on a model: its row says why, and so does the
+    # exit status (issue 75: "skipped" is not a measurement of what was asked).
+    named = set() if args.contenders == "all" else set(names)
+    missed = [r for r in results if r["contender"] in named and r["status"] != "ok" and r["model"] not in unrun]
+    for r in missed:
+        print(
+            f"lenet-bench: {r['contender']} did not run on {r['model']} ({r['status']}: {r['reason']})", file=sys.stderr
+        )
+    return 1 if unrun or missed or not any(r["status"] == "ok" for r in results) else 0
 
 
 def fma_rate(threads: int) -> dict:

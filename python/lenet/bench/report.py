@@ -158,15 +158,30 @@ EXACTNESS_LEGEND = (
 )
 
 
+def _onnx_models(header: dict) -> tuple[int, int]:
+    """(models checked against ONNX Runtime on their file, models) of the run."""
+    models = [a for a in header.get("models", {}).values() if not a.get("error")]
+    return sum(1 for a in models if "ONNX Runtime" in (a.get("reference") or "")), len(models)
+
+
 def reference_label(header: dict) -> str:
-    """What the agreement columns compare with: "Keras" (either backend) or "lenet CPU"."""
+    """What the agreement columns compare with: "Keras" (either backend), "ONNX Runtime" (a run
+    of ONNX files), "the reference" (both kinds), or "lenet CPU"."""
+    onnx, models = _onnx_models(header)
+    if models and onnx == models:
+        return "ONNX Runtime"
     name = (header.get("reference") or {}).get("name", REFERENCE)
-    return "Keras" if name.startswith("keras") else "lenet CPU"
+    keras = "Keras" if name.startswith("keras") else "lenet CPU"
+    return "the reference" if onnx else keras
 
 
 def reference_line(header: dict) -> str:
     ref = header.get("reference") or {"name": REFERENCE, "what": "Keras 3 model.predict, TensorFlow backend"}
-    return f"reference for agreement: `{ref['name']}`, {ref['what']}" + (f" ({ref['why']})" if ref.get("why") else "")
+    onnx, models = _onnx_models(header)
+    if models and onnx == models:
+        return "reference for agreement: ONNX Runtime (CPU) on each ONNX file itself"
+    line = f"reference for agreement: `{ref['name']}`, {ref['what']}" + (f" ({ref['why']})" if ref.get("why") else "")
+    return line + ("; for an ONNX file, ONNX Runtime (CPU) on the file itself" if onnx else "")
 
 
 def agree_text(r: dict) -> str:
