@@ -237,6 +237,30 @@ def test_rebuilt_networks_match_keras(tmp_path, framework, kind):
     np.testing.assert_allclose(got, expected, atol=2e-6)
 
 
+_ONNX_DIR = os.path.join(os.path.dirname(__file__), os.pardir, "data", "onnx")
+_FLOAT_ONNX = sorted(f for f in os.listdir(_ONNX_DIR) if f.endswith(".onnx") and not f.startswith("ort_"))
+
+
+@pytest.mark.parametrize("name", _FLOAT_ONNX)
+def test_pytorch_rebuilt_from_an_onnx_file_gives_onnx_runtimes_answers(name):
+    """Issue 75: a PyTorch user's file gets PyTorch's own rows: torch-eager and torch-compile run
+    it rebuilt from the layer records lenet loaded, channels first as PyTorch exported it (a
+    tf2onnx file's Transposes as Permutes), and agree with ONNX Runtime on the file."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnxruntime")
+    import lenet
+    from lenet.bench import contenders as cs
+    from lenet.bench import nets, workload
+
+    path = os.path.join(_ONNX_DIR, name)
+    x, _ = workload.to_model_input(np.random.default_rng(3).integers(0, 256, (8, 28, 28), dtype=np.uint8), path)
+    want = cs.onnx_file_session(cs.Ctx(path, 1))(x).reshape(len(x), -1)
+    with torch.inference_mode():
+        got = nets.torch_module(lenet.load(path).spec)(torch.from_numpy(x)).numpy().reshape(len(x), -1)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert "torch-eager" in cs.ONNX_CONTENDERS and "torch-compile" in cs.ONNX_CONTENDERS
+
+
 def test_a_layer_the_rebuilt_networks_lack_is_named(tmp_path):
     """A depthwise convolution: the rebuild refuses in a few words naming the layer, which
     lenet-bench shows as the row's reason."""

@@ -102,20 +102,32 @@ def onnx_file_session(ctx: Ctx) -> Callable:
         onnx_with_probabilities(ctx.weights, kind), options, providers=["CPUExecutionProvider"]
     )
     name, dims = session.get_inputs()[0].name, session.get_inputs()[0].shape
-    batched = len(dims) in (2, 4)
+    # The graph's input against lenet's per-sample input: a batch axis and the rest (the model's
+    # own per-sample shape, or the graph's where lenet reads it flat: (batch, 28, 28) as (784,)),
+    # else no batch axis (one sample at a time, in the graph's shape).
+    per = tuple(lenet.Model(ctx.spec).input_shape[1:])
+    tail = dims[1:]
+    if len(dims) == len(per) + 1:
+        batched, shape = True, per
+    elif tail and all(isinstance(d, int) for d in tail) and int(np.prod(tail)) == int(np.prod(per)):
+        batched, shape = True, tuple(tail)
+    else:
+        batched, shape = False, tuple(d if isinstance(d, int) else -1 for d in dims)
     fixed = dims[0] if batched and isinstance(dims[0], int) else None  # a fixed-batch export: N at a time
 
     def run_fixed(x):
         pad = -len(x) % fixed
         xp = np.concatenate([x, np.zeros((pad,) + x.shape[1:], x.dtype)]) if pad else x
-        return np.concatenate([session.run(None, {name: xp[i : i + fixed]})[0] for i in range(0, len(xp), fixed)])[
-            : len(x)
-        ]
+        outs = [session.run(None, {name: xp[i : i + fixed]})[0].reshape(fixed, -1) for i in range(0, len(xp), fixed)]
+        return np.concatenate(outs)[: len(x)]
 
     def run(x):
         if not batched:
-            return np.stack([session.run(None, {name: s})[0] for s in x])
-        return run_fixed(x) if fixed else session.run(None, {name: x})[0]
+            y = np.stack([session.run(None, {name: s.reshape(shape)})[0] for s in x])
+        else:
+            xs = x.reshape(len(x), *shape)
+            y = run_fixed(xs) if fixed else session.run(None, {name: xs})[0]
+        return y.reshape(len(x), -1)
 
     return run
 

@@ -74,34 +74,45 @@ def _last_axis(layer, shape: tuple) -> bool:
     return list(layer.axes) in ([-1], [len(shape)])
 
 
-def walk(spec: ModelSpec) -> Iterator[tuple[int, object, list, tuple]]:
+def _channels_axis(layer, shape: tuple) -> bool:
+    """Whether a batch norm's or a concatenation's axes are a channels_first image's channels."""
+    return layer.kind in ("batch_norm", "concatenate") and len(shape) == 3 and list(layer.axes) in ([1], [-3])
+
+
+def walk(spec: ModelSpec, channels_first: bool = False) -> Iterator[tuple[int, object, list, tuple]]:
     """(index, layer record, the shapes of its inputs, its output shape), each shape per sample
-    as the core infers it: (H, W, C) for an image, (features,) after Flatten. Raises
-    NotRebuilt for what the rebuilt networks lack."""
+    as the core infers it: (H, W, C) for an image, (features,) after Flatten; (C, H, W) in a
+    channels_first model (an ONNX file's), which only a builder that says it takes them
+    (``channels_first``: its tensors as the records say, images channels first, and the
+    Permutes an ONNX file's Transposes become) gets. Raises NotRebuilt for what the rebuilt
+    networks lack."""
     net = lenet.Model(spec).network
-    if net.channels_first:
+    if net.channels_first and not channels_first:
         raise NotRebuilt("no rebuild of channels_first models")
     shapes = [tuple(row[2]) for row in net.layers()]
     for i, layer in enumerate(spec.layers):
         ins = [tuple(net.input_shape) if j == -1 else shapes[j] for j in layer.inputs]
         what = None
-        if layer.kind not in KINDS:
+        if layer.kind not in KINDS and not (channels_first and layer.kind == "permute"):
             what = layer.kind
         elif layer.activation not in ACTIVATIONS:
             what = f"{layer.kind}, activation {layer.activation}"
         elif layer.kind == "conv2d" and (layer.groups != 1 or tuple(layer.dilation) != (1, 1)):
             what = "grouped or dilated conv2d"
-        elif layer.kind in ("batch_norm", "concatenate", "softmax", "log_softmax") and not _last_axis(layer, ins[0]):
+        elif layer.kind in ("batch_norm", "concatenate", "softmax", "log_softmax") and not (
+            _last_axis(layer, ins[0]) or (net.channels_first and _channels_axis(layer, ins[0]))
+        ):
             what = f"{layer.kind} on axis {list(layer.axes)}"
         if what:
             raise NotRebuilt(f"no rebuild of layer {layer.name!r} ({what})")
         yield i, layer, ins, shapes[i]
 
 
-def graph(spec: ModelSpec, node) -> "Callable":
+def graph(spec: ModelSpec, node, channels_first: bool = False) -> "Callable":
     """forward(x): the spec's layers evaluated in order, ``node(index, layer, input shapes,
-    output shape)`` giving each layer's function of its inputs' values."""
-    steps = [(layer.inputs, node(i, layer, ins, out)) for i, layer, ins, out in walk(spec)]
+    output shape)`` giving each layer's function of its inputs' values (``channels_first``:
+    as walk's)."""
+    steps = [(layer.inputs, node(i, layer, ins, out)) for i, layer, ins, out in walk(spec, channels_first)]
 
     def forward(x):
         values = {-1: x}

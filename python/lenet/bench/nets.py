@@ -270,9 +270,15 @@ def torch_module(spec: ModelSpec, device: str = "cpu"):
     """A torch.nn.Module taking (n, *input_shape) float32 and returning probabilities; its
     weights (closed over, not parameters) live on ``device``. Images are NCHW inside (a
     permuted view of the NHWC input: channels_last memory); a Flatten followed by a Dense
-    flattens CHW (the Dense's rows permuted to match), any other permutes back first."""
+    flattens CHW (the Dense's rows permuted to match), any other permutes back first. A
+    channels_first model (an ONNX file from PyTorch) runs as its records say: NCHW in,
+    flattened CHW, its Permutes (a tf2onnx file's Transposes) as they are."""
     import torch
     import torch.nn.functional as F
+
+    import lenet
+
+    cf = lenet.Model(spec).network.channels_first
 
     def tensor(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(a, np.float32)).to(device)
@@ -307,6 +313,9 @@ def torch_module(spec: ModelSpec, device: str = "cpu"):
         k, shape = layer.kind, ins[0]
         if any(j in chw_flat for j in layer.inputs) and k != "dense":
             raise NotRebuilt(f"no torch rebuild of a Flatten feeding {k} (layer {layer.name!r})")
+        image = cf and len(shape) == 3
+        if image:  # (C, H, W) as (H, W, C), for the padding and window arithmetic below
+            shape = (*shape[1:], shape[0])
         p = pads(layer, shape)
         kernel, bias_w = weight(layer, "kernel"), weight(layer, "bias")
         bias = tensor(bias_w) if bias_w is not None else None
@@ -328,6 +337,10 @@ def torch_module(spec: ModelSpec, device: str = "cpu"):
         elif k == "zero_pad2d":
             t, b, l, r = layer.pad
             f = partial(padded, p=(t, b, l, r))
+        elif cf and k in ("flatten", "reshape"):  # the records' own order: nothing to permute
+            f = lambda x, out=out: x.reshape(-1, *out)  # noqa: E731
+        elif k == "permute":  # only in a channels_first model (walk)
+            f = lambda x, d=tuple(layer.axes): x.permute(0, *d)  # noqa: E731
         elif k == "flatten" and len(shape) == 3 and users.get(i) == ["dense"]:
             chw_flat[i] = shape
             f = partial(torch.flatten, start_dim=1)
@@ -367,9 +380,9 @@ def torch_module(spec: ModelSpec, device: str = "cpu"):
             bias = bias.reshape(-1, 1, 1)
         return _chain(f, bias, activation(layer, ops))
 
-    forward = graph(spec, node)
+    forward = graph(spec, node, channels_first=True)
     last = to_probabilities(output_kind(spec), ops)
-    image = len(spec.input_shape) == 3
+    image = len(spec.input_shape) == 3 and not cf
 
     class Net(torch.nn.Module):
         def forward(self, x):

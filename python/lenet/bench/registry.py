@@ -43,8 +43,9 @@ class Ctx:
         return self.spec.extra.get("format") == "onnx"
 
 
-# What runs an ONNX file as it is: this engine and ONNX Runtime. The other contenders
-# rebuild a Keras model from its layers (channels_last), which an ONNX file is not.
+# What runs an ONNX file: this engine, ONNX Runtime on the file, and PyTorch rebuilt from the
+# layer records lenet loaded (channels first, as PyTorch exported them: nets.torch_module). The
+# others run a Keras model, or rebuild one channels last, which an ONNX file is not.
 ONNX_CONTENDERS = (
     "lenet-cpp",
     "lenet-cpp-cuda",
@@ -52,12 +53,20 @@ ONNX_CONTENDERS = (
     "lenet-cpu-blas",
     "lenet-cpu-fast",
     "lenet-cpu-infer",
+    "lenet-cpu-infer-array",
     "lenet-cuda",
     "lenet-cuda-eager",
     "lenet-cuda-infer",
     "onnxruntime",
+    "torch-eager",
+    "torch-compile",
+    "torch-cuda",
+    "torch-cuda-graph",
 )
-NOT_FOR_ONNX = "it rebuilds Keras models; this model is an ONNX file (ONNX Runtime runs it as it is)"
+NOT_FOR_ONNX = (
+    "it runs a Keras model, or rebuilds one channels last; this model is an ONNX file "
+    "(lenet, ONNX Runtime and PyTorch run it)"
+)
 
 
 @dataclass(frozen=True)
