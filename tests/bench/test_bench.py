@@ -261,6 +261,37 @@ def test_pytorch_rebuilt_from_an_onnx_file_gives_onnx_runtimes_answers(name):
     assert "torch-eager" in cs.ONNX_CONTENDERS and "torch-compile" in cs.ONNX_CONTENDERS
 
 
+def test_a_fixed_batch_file_runs_in_onnx_runtime_with_a_free_batch_where_that_is_valid():
+    """Issue 75: ONNX Runtime was given a fixed-batch export N samples a call while lenet batched
+    it, and the table's ratio said nothing. Now it runs a copy with a free batch axis, checked to
+    give each sample's answer, and the row's note says so; where the edit is not valid (a
+    Reshape to the fixed batch) the file runs as exported, and the note says that."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    import lenet
+    from lenet.bench import contenders as cs
+
+    path = os.path.join(_ONNX_DIR, "mlp_flat_fixed_batch.onnx")
+    run = cs.onnx_file_session(cs.Ctx(path, 1))
+    assert run.note == "exported with a fixed batch of 8: run as a copy with a free batch axis"
+    x = np.random.default_rng(5).random((20, 784), dtype=np.float32)
+    np.testing.assert_allclose(run(x), lenet.Engine(path, device="cpu").predict_proba(x), atol=1e-6)
+    # A graph whose Reshape holds its batch of 2: the free copy cannot run 4 samples.
+    shape = numpy_helper.from_array(np.array([2, 4], np.int64), "shape")
+    w = numpy_helper.from_array(np.ones((4, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["r"]), helper.make_node("MatMul", ["r", "w"], ["y"])],
+        "fixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [shape, w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    assert cs.free_batch(model.SerializeToString()) is None
+
+
 def test_a_layer_the_rebuilt_networks_lack_is_named(tmp_path):
     """A depthwise convolution: the rebuild refuses in a few words naming the layer, which
     lenet-bench shows as the row's reason."""

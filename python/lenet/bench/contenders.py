@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -87,9 +87,39 @@ def onnx_with_probabilities(path, kind: str) -> bytes:
     return model.SerializeToString()
 
 
+def free_batch(model_bytes: bytes) -> Optional[bytes]:
+    """A copy of the model with its fixed batch axis made free (the first dimension of its input
+    and outputs symbolic, its intermediate shapes left to ONNX Runtime), or None where that is
+    not a valid edit: the copy must load and give, on two samples at once, each sample's answer
+    of the original within 1e-6 (a Reshape to a fixed batch, say, fails that)."""
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load_from_string(model_bytes)
+    for value in [model.graph.input[0], *model.graph.output]:
+        dims = value.type.tensor_type.shape.dim
+        if dims:
+            dims[0].dim_param = "batch"
+    del model.graph.value_info[:]
+    edited = model.SerializeToString()
+    try:
+        original = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+        free = ort.InferenceSession(edited, providers=["CPUExecutionProvider"])
+        inp = original.get_inputs()[0]
+        one = tuple(inp.shape)
+        x = np.random.default_rng(0).random((2 * one[0], *one[1:]), dtype=np.float32)
+        want = np.concatenate([original.run(None, {inp.name: x[i : i + one[0]]})[0] for i in (0, one[0])])
+        got = free.run(None, {inp.name: x})[0]
+        return edited if got.shape == want.shape and np.allclose(got, want, rtol=0, atol=1e-6) else None
+    except Exception:  # ONNX Runtime refused the edit or ran it wrong: the file keeps its batch
+        return None
+
+
 def onnx_file_session(ctx: Ctx) -> Callable:
     """ONNX Runtime on the file itself, its first output (the class scores) made a distribution
-    inside the graph (onnx_with_probabilities)."""
+    inside the graph (onnx_with_probabilities). A file exported with a fixed batch runs as a copy
+    whose batch is free where that is a valid edit (free_batch), so that ONNX Runtime batches as
+    lenet does; else N samples a call, and the function's ``note`` says so."""
     import onnxruntime as ort
 
     import lenet
@@ -98,9 +128,8 @@ def onnx_file_session(ctx: Ctx) -> Callable:
     options.intra_op_num_threads = ctx.threads
     options.inter_op_num_threads = 1
     kind = lenet.Model(ctx.spec).network.output_kind
-    session = ort.InferenceSession(
-        onnx_with_probabilities(ctx.weights, kind), options, providers=["CPUExecutionProvider"]
-    )
+    graph = onnx_with_probabilities(ctx.weights, kind)
+    session = ort.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
     name, dims = session.get_inputs()[0].name, session.get_inputs()[0].shape
     # The graph's input against lenet's per-sample input: a batch axis and the rest (the model's
     # own per-sample shape, or the graph's where lenet reads it flat: (batch, 28, 28) as (784,)),
@@ -113,7 +142,15 @@ def onnx_file_session(ctx: Ctx) -> Callable:
         batched, shape = True, tuple(tail)
     else:
         batched, shape = False, tuple(d if isinstance(d, int) else -1 for d in dims)
-    fixed = dims[0] if batched and isinstance(dims[0], int) else None  # a fixed-batch export: N at a time
+    fixed = dims[0] if batched and isinstance(dims[0], int) else None  # a fixed-batch export
+    note = None
+    if fixed:
+        free = free_batch(graph)
+        if free is not None:
+            session = ort.InferenceSession(free, options, providers=["CPUExecutionProvider"])
+            fixed, note = None, f"exported with a fixed batch of {dims[0]}: run as a copy with a free batch axis"
+        else:
+            note = f"exported with a fixed batch of {dims[0]}: run {dims[0]} samples a call"
 
     def run_fixed(x):
         pad = -len(x) % fixed
@@ -129,6 +166,7 @@ def onnx_file_session(ctx: Ctx) -> Callable:
             y = run_fixed(xs) if fixed else session.run(None, {name: xs})[0]
         return y.reshape(len(x), -1)
 
+    run.note = note
     return run
 
 

@@ -338,6 +338,7 @@ def markdown(header: dict, results: list[dict]) -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", RATIO_LEGEND + ".", "", EXACTNESS_LEGEND + "."]
+    lines += [f"{r['model']} `{r['contender']}`: {r['note']}." for r in results if r.get("note")]
     lines += [
         f"{m}: no float64 column ({a['float64_error']})." for m, a in header["models"].items() if a.get("float64_error")
     ]
@@ -517,6 +518,9 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
                 f"[bold red]{agree}[/]" if r["agree"] is False else agree,
             )
         console.print(t)
+        for r in rows:
+            if r.get("note"):
+                console.print(f"{r['contender']}: {r['note']}", style="dim", highlight=False, markup=False)
         if about.get("float64_error"):
             console.print(f"no float64 column: {about['float64_error']}", style="yellow", highlight=False, markup=False)
     console.print(
