@@ -292,6 +292,23 @@ def test_a_fixed_batch_file_runs_in_onnx_runtime_with_a_free_batch_where_that_is
     assert cs.free_batch(model.SerializeToString()) is None
 
 
+def test_mean_and_std_are_taken_as_lenet_cli_takes_them(tmp_path):
+    """Issue 75: a PyTorch model trained on Normalize((0.1307,), (0.3081,)) pixels, in a file that
+    does not say so, was timed and checked on raw pixels (94% here). --mean and --std feed every
+    contender the normalized digits, lenet's image rows included."""
+    pytest.importorskip("onnxruntime")
+    _needs_keras_on_tensorflow()
+    out = tmp_path / "bench"
+    model = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "examples", "mnist_normalized.onnx")
+    args = ["--models", model, "--contenders", "lenet-cpu,lenet-cpu-infer,onnxruntime", "--batch-sizes", "1,8"]
+    _bench(out, *args, "--images", "256", "--rounds", "1", "--no-probe", "--mean", "0.1307", "--std", "0.3081")
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["header"]["preprocessing"] == {"mean": [0.1307], "std": [0.3081]}
+    assert doc["header"]["models"]["mnist_normalized"]["reference_accuracy"] >= 0.98
+    for r in doc["results"]:
+        assert r["status"] == "ok" and r["agree"] is True and r["max_abs_dp"] <= 1e-5, r
+
+
 def test_a_layer_the_rebuilt_networks_lack_is_named(tmp_path):
     """A depthwise convolution: the rebuild refuses in a few words naming the layer, which
     lenet-bench shows as the row's reason."""

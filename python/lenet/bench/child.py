@@ -32,11 +32,11 @@ from .process import PYTHON, Child, ChildError, death
 # --- in the child ---------------------------------------------------------------------------
 
 
-def start(name: str, weights: str, threads: int, env: dict) -> Callable:
+def start(name: str, weights: str, threads: int, env: dict, preprocessing: dict) -> Callable:
     """The contender ``name`` built in this (child) process, its framework configured and
     imported as its process needs: what both kinds of child do first."""
     contenders.configure(threads, env)
-    ctx = contenders.Ctx(Path(weights), threads)
+    ctx = contenders.Ctx(Path(weights), threads, preprocessing)
     if name == "keras-jax-reference":
         return contenders.keras_predict_reference(ctx)
     c = contenders.CONTENDERS[name]
@@ -51,7 +51,7 @@ def start(name: str, weights: str, threads: int, env: dict) -> Callable:
 def _handle(msg: dict, state: dict) -> dict:
     op = msg["op"]
     if op == "build":
-        state["run"] = start(msg["name"], msg["weights"], msg["threads"], msg["env"])
+        state["run"] = start(msg["name"], msg["weights"], msg["threads"], msg["env"], msg["preprocessing"])
         data = _load(msg["x"])
         state["batches"] = {b: workload.batches(data, b) for b in msg["sizes"]}
         return {"pid": os.getpid(), "versions": contenders.own_versions()}
@@ -120,7 +120,7 @@ def probe_main(arg: str) -> None:
             contenders.load_framework(module)
         t1 = time.perf_counter()
         out.update(import_s=t1 - t0, rss_import_mib=_max_rss_mib())
-        run = c.build(contenders.Ctx(Path(a["weights"]), a["threads"]))
+        run = c.build(contenders.Ctx(Path(a["weights"]), a["threads"], a["preprocessing"]))
         t2 = time.perf_counter()
         x = [a["png"]] if c.takes == "files" else np.load(a["pixels0"] if c.takes in ("pixels", "rows") else a["x0"])
         run(x)
@@ -159,6 +159,7 @@ class Remote:
                     "name": name,
                     "weights": str(ctx.weights),
                     "threads": ctx.threads,
+                    "preprocessing": ctx.preprocessing,
                     "env": env,
                     "x": self._save(x),
                     "sizes": list(sizes),
@@ -216,7 +217,14 @@ class Remote:
 
 
 def probe(
-    contender: str, weights: str, threads: int, x0_npy: str, png: str, pixels0_npy: str = "", timeout_s: float = 600
+    contender: str,
+    weights: str,
+    threads: int,
+    x0_npy: str,
+    png: str,
+    pixels0_npy: str = "",
+    timeout_s: float = 600,
+    preprocessing: Optional[dict] = None,
 ) -> dict:
     """Runs ``probe_main`` in a new Python process: the contender's import and load time,
     first call and peak memory there; or {"error": ...}."""
@@ -226,6 +234,7 @@ def probe(
             "contender": contender,
             "weights": str(weights),
             "threads": threads,
+            "preprocessing": preprocessing or {},
             "x0": x0_npy,
             "png": png,
             "pixels0": pixels0_npy,

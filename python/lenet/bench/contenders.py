@@ -239,6 +239,7 @@ def _engine(
         cuda_graphs=cuda_graphs,
         cuda_path=cuda_path,
         precision=precision,
+        **ctx.preprocessing,
     )
     if files:  # MNIST digits: drawn at the model's size as the other contenders' array was
         return lambda paths: np.stack([r.probabilities for r in engine.infer(paths, mode="mnist")])
@@ -307,7 +308,7 @@ def _infer_pixels(ctx: Ctx, device: str) -> Callable:
     their probabilities): what infer costs is what a caller of it pays."""
     import lenet
 
-    engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads)
+    engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads, **ctx.preprocessing)
     return lambda a: [engine.infer(a[0], mode="mnist")] if len(a) == 1 else engine.infer(a, mode="mnist")
 
 
@@ -374,7 +375,7 @@ def _pixel_rows(ctx: Ctx, device: str, cuda_path: str = "auto") -> Callable:
     are and, on CUDA, cross PCIe as bytes (a quarter of float32's) to be scaled there."""
     import lenet
 
-    engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads, cuda_path=cuda_path)
+    engine = lenet.Engine(ctx.weights, device=device, threads=ctx.threads, cuda_path=cuda_path, **ctx.preprocessing)
     return engine.row_probabilities
 
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Optional
 
 
-def infer_breakdown(weights: Path, paths: list, threads: int, rounds: int = 15) -> dict:
+def infer_breakdown(
+    weights: Path, paths: list, threads: int, rounds: int = 15, preprocessing: Optional[dict] = None
+) -> dict:
     """Where ``Engine.infer(paths)`` spends its time, on 1 thread and on ``threads``:
     decoding, preparing (resize or photo path, batch assembly), the engine, and the
     rest (results). Medians over interleaved rounds, in seconds."""
@@ -19,7 +22,7 @@ def infer_breakdown(weights: Path, paths: list, threads: int, rounds: int = 15) 
     from lenet import images
 
     out = {"images": len(paths)}
-    engines = {t: lenet.Engine(weights, device="cpu", threads=t) for t in sorted({1, threads})}
+    engines = {t: lenet.Engine(weights, device="cpu", threads=t, **(preprocessing or {})) for t in sorted({1, threads})}
     samples: dict = {t: {"total": [], "decode": [], "prepare": [], "engine": []} for t in engines}
     for _ in range(rounds):
         for t, e in engines.items():

@@ -24,10 +24,13 @@ _THREADS = 1
 
 @dataclass
 class Ctx:
-    """What a contender needs to build: the weights file, its spec (read once, lazily), the threads."""
+    """What a contender needs to build: the weights file, its spec (read once, lazily), the threads,
+    and the pixels' preprocessing the user gave (lenet.Engine's input_scale, mean, std; what the
+    file records where empty), which lenet's image rows apply."""
 
     weights: Path
     threads: int
+    preprocessing: dict = field(default_factory=dict)
     _spec: object = field(default=None, repr=False)
 
     @property

@@ -86,16 +86,16 @@ def to_input(images: np.ndarray, scale: float) -> np.ndarray:
     return x
 
 
-def to_model_input(images: np.ndarray, weights) -> tuple[np.ndarray, np.ndarray]:
+def to_model_input(images: np.ndarray, weights, preprocessing: Optional[dict] = None) -> tuple[np.ndarray, np.ndarray]:
     """uint8 digits (n, 28, 28) -> (float32 in the model's own input shape, layout and scaling,
     the prepared pixel rows (n, h, w, c) it was made from): what ``Engine.infer`` feeds the model
     for these digits, taken from the model lenet loaded (``Engine.image_shape``: digits resized
     to 16x16 or made 224x224x3 as infer makes them; ``model_input``: (n, 784), (n, 28, 28),
-    (n, 1, 28, 28) or (n, 28, 28, 1), the file's preprocessing applied). InputError (lenet's)
-    for a model whose input is no image."""
+    (n, 1, 28, 28) or (n, 28, 28, 1), the file's preprocessing applied, or ``preprocessing``'s:
+    Engine's input_scale, mean and std). InputError (lenet's) for a model whose input is no image."""
     import lenet
 
-    eng = lenet.Engine(weights, device="cpu", threads=1)
+    eng = lenet.Engine(weights, device="cpu", threads=1, **(preprocessing or {}))
     rows = lenet.images.prepare([images], ["<digits>"], eng.image_shape, "mnist").x
     return eng.model_input(rows), rows
 
