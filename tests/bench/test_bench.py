@@ -309,6 +309,40 @@ def test_mean_and_std_are_taken_as_lenet_cli_takes_them(tmp_path):
         assert r["status"] == "ok" and r["agree"] is True and r["max_abs_dp"] <= 1e-5, r
 
 
+def test_batches_are_sized_within_the_memory_bound(tmp_path):
+    """Issue 75: a user's 224x224x3 Keras model (Conv 32, 64, 128) ran lenet-bench --quick out of
+    a 23 GB machine's memory at batch 1024, every contender's tensors at once. The largest batch
+    now keeps the contenders' largest tensors within half the machine's memory, and says so."""
+    _needs_keras_on_tensorflow()
+    import keras
+
+    import lenet
+    from lenet.bench import workload
+
+    L = keras.layers
+    model = keras.Sequential(
+        [
+            keras.Input((224, 224, 3)),
+            L.Conv2D(32, 3, padding="same", activation="relu"),
+            L.GlobalMaxPooling2D(),
+            L.Dense(2),
+        ]
+    )
+    path = tmp_path / "photo224.keras"
+    model.save(path)
+    big = lenet.load(path)  # a sample: 150,528 inputs, 1,605,632 floats out of its convolution
+    assert workload.largest_batch(big, 10, 24 << 30) == 95  # 12 GiB over 10 x 13.4 MB
+    assert workload.largest_batch(lenet.load("lenet-tf"), 15, 24 << 30) > 1024  # LeNets keep their sweep
+    out = tmp_path / "bench"
+    _bench(out, "--models", str(path), "--contenders", "lenet-cpu", "--batch-sizes", "1,8,4096", "--images", "8")
+    doc = json.loads((out / "results.json").read_text())
+    about = doc["header"]["models"]["photo224"]
+    assert about["largest_batch"] == 8 and "memory" in about["largest_batch_why"], about
+    (row,) = doc["results"]
+    assert row["status"] == "ok" and row["tput_b8"] and row["tput_b4096"] is None
+    assert "largest batch 8" in (out / "README-table.md").read_text()
+
+
 def test_a_layer_the_rebuilt_networks_lack_is_named(tmp_path):
     """A depthwise convolution: the rebuild refuses in a few words naming the layer, which
     lenet-bench shows as the row's reason."""
@@ -553,7 +587,7 @@ def test_a_dead_child_is_described_by_its_signal_and_its_innermost_frame():
 
 
 def test_gpu_rows_are_compared_with_the_other_gpu_engines():
-    from lenet.bench import _speedups
+    from lenet.bench.rows import speedups
 
     def row(name, device, b1, tput):
         return {"contender": name, "device": device, "b1_p50_s": b1, "tput_b64": tput, "fraction_of_fma_floor": None}
@@ -564,7 +598,7 @@ def test_gpu_rows_are_compared_with_the_other_gpu_engines():
         row("torch-cuda", "cuda", 80e-6, 5e5),
         row("onnxruntime", "cpu", 30e-6, 9e5),
     ]
-    _speedups(rows, 64, 1e6)
+    speedups(rows, 64, 1e6)
     gpu, cpu = rows[0], rows[1]
     assert gpu["best_other_b1"] == "torch-cuda" and gpu["speedup_b1_vs_best_other"] == pytest.approx(4)
     assert gpu["best_other_tput"] == "torch-cuda" and gpu["fraction_of_fma_floor"] is None

@@ -18,6 +18,7 @@ latency.png and README-table.md to --out (default bench-results/) and prints a t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import os
 import random
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import preprocess
+from .rows import fail, new_row, one_line, speedups, summarise  # noqa: F401 (one_line: tests look for it here)
 
 DEFAULT_BATCHES = (1, 8, 64, 256, 1024)
 
@@ -245,74 +247,6 @@ def fma_rate(threads: int) -> dict:
     return {"gmacs_per_thread": rate, "threads": threads, "kernels": _core.cpu_kernel_sets()[0]}
 
 
-def _new_row(model: str, name: str, sizes: list[int]) -> dict:
-    from .contenders import CONTENDERS
-
-    c = CONTENDERS[name]
-    row = {
-        "model": model,
-        "contender": name,
-        "what": c.what,
-        "device": c.device,
-        "status": "ok",
-        "reason": None,
-        "b1_p50_s": None,
-        "b1_p90_s": None,
-        "b1_p99_s": None,
-        "b1_calls": None,
-    }
-    row.update({f"tput_b{b}": None for b in sizes})
-    row.update(
-        dict.fromkeys(
-            [
-                "cpu_ratio",
-                "load_s",
-                "first_call_s",
-                "import_s",
-                "peak_rss_mib",
-                "rss_import_mib",
-                "probe_error",
-                "prepare_s",
-                "agree",
-                "mismatches",
-                "max_abs_dp",
-                "f64_max_abs",
-                "f64_rms_units",
-                "f64_max_units",
-                "note",
-                "speedup_b1_vs_keras_predict",
-                "speedup_tput_vs_keras_predict",
-                "speedup_b1_vs_best_other",
-                "best_other_b1",
-                "speedup_tput_vs_best_other",
-                "best_other_tput",
-                "fraction_of_fma_floor",
-            ]
-        )
-    )
-    row.update(flags=[], series=[])
-    return row
-
-
-def one_line(text: str, limit: int = 200) -> str:
-    """A reason for a row: the first line of ``text``, without terminal colour codes, cut
-    before any array it prints (TensorFlow's errors carry the whole input) and at ``limit``."""
-    import re
-
-    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", str(text))
-    line = next((t.strip() for t in text.splitlines() if t.strip()), "")
-    cut = line.find("[[")
-    if cut >= 0:
-        line = line[:cut].rstrip(" :=,") + " [...]"
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
-
-
-def _fail(row: dict, status: str, reason: str) -> None:
-    row.update(status=status, reason=one_line(reason))
-    if status == "failed":
-        row["flags"].append("FAILED")
-
-
 def _label(model: str) -> str:
     """A shipped name as it is, a file by its stem."""
     return model if "/" not in model and not model.endswith((".h5", ".keras", ".onnx")) else Path(model).stem
@@ -354,7 +288,7 @@ def _bench_model(s: Session, source: str):
 
     started = time.perf_counter()
     model = _label(source)
-    rows = rows_ = {n: _new_row(model, n, s.sizes) for n in s.names}
+    rows = rows_ = {n: new_row(model, n, s.sizes) for n in s.names}
     try:
         weights = Path(lenet.shipped_weights(source) if source in lenet.SHIPPED_MODELS else source)
         ctx = cs.Ctx(weights, s.threads, s.preprocessing)
@@ -364,7 +298,7 @@ def _bench_model(s: Session, source: str):
     except Exception as e:
         why = one_line(f"lenet cannot run {source}: {type(e).__name__}: {e}")
         for r in rows_.values():
-            _fail(r, "failed", why)
+            fail(r, "failed", why)
         return list(rows_.values()), {"weights": source, "error": why}
     model_ = lenet.load(weights)
     params, macs = model_.network.params, model_.macs
@@ -401,12 +335,23 @@ def _bench_model(s: Session, source: str):
         if reference.startswith("keras"):
             about["keras_accuracy"] = about["reference_accuracy"]
     for n, why in s.cant.items():
-        _fail(rows[n], "skipped", why)
+        fail(rows[n], "skipped", why)
     if ctx.is_onnx:
         for n in s.names:
             if n not in cs.ONNX_CONTENDERS and rows[n]["status"] == "ok":
-                _fail(rows[n], "skipped", cs.NOT_FOR_ONNX)
+                fail(rows[n], "skipped", cs.NOT_FOR_ONNX)
     live = [n for n in s.names if rows[n]["status"] == "ok"]
+    # Batches within the memory bound (workload.largest_batch): a large input gets a smaller
+    # largest batch, said in the table.
+    cap = workload.largest_batch(model_, len(live))
+    sizes = [b for b in s.sizes if b <= cap] or [1]
+    if sizes != s.sizes:
+        about["largest_batch"] = max(sizes)
+        about["largest_batch_why"] = (
+            f"batches over {cap} left out: {len(live)} contenders' tensors would pass "
+            f"{workload.MEMORY_FRACTION:.0%} of the machine's memory"
+        )
+        s = dataclasses.replace(s, sizes=sizes)
     s.progress.update(s.task, total=len(live) * (1 + s.probe + s.plan.rounds * len(s.sizes)), completed=0)
     phases = about["phase_s"] = {}
 
@@ -435,8 +380,8 @@ def _bench_model(s: Session, source: str):
         except Exception as e:  # a figure less, not the run
             about["infer_png_error"] = one_line(f"{type(e).__name__}: {e}")
     for n in runners:
-        _summarise(rows[n], series[n], s.threads)
-    _speedups([r for r in rows.values() if r["status"] == "ok"], max(s.sizes), about["floor_images_per_s"])
+        summarise(rows[n], series[n], s.threads)
+    speedups([r for r in rows.values() if r["status"] == "ok"], max(s.sizes), about["floor_images_per_s"])
     # lenet's own rows: when every one asked of them failed, lenet could not run this model.
     ours = [r for r in rows.values() if r["contender"].startswith("lenet-") and r["status"] != "skipped"]
     if ours and all(r["status"] == "failed" for r in ours):
@@ -498,6 +443,7 @@ def _prepare_each(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_
     from .nets import NotRebuilt
     from .process import ChildError
 
+    shared: dict = {}  # (id(array), batch) -> its batches
     for n in live:
         s.progress.update(s.task, description=f"{model}: load, check, warm up: {n}")
         c, r = cs.CONTENDERS[n], rows[n]
@@ -519,16 +465,21 @@ def _prepare_each(s: Session, model: str, live: list, rows: dict, ctx, x, pixel_
             if r["agree"] is False:
                 r["flags"].append("DISAGREES")
             if c.process == "same":
-                inputs[n] = {b: workload.batches(data, b) for b in s.sizes}
+                # batches of the same array are the same for every contender: made once (a
+                # large model's batch of 1024 is hundreds of MB)
+                for b in s.sizes:
+                    if (id(data), b) not in shared:
+                        shared[id(data), b] = workload.batches(data, b)
+                inputs[n] = {b: shared[id(data), b] for b in s.sizes}
             for b in s.sizes:
                 _block(run, inputs[n][b], b, s.plan.warm_s, 2)
             runners[n] = run
         except (cs.Unavailable, NotRebuilt) as e:  # not here, or a layer it has no rebuild of
-            _fail(r, "skipped", str(e))
+            fail(r, "skipped", str(e))
         except ChildError as e:  # its process crashed, hung or raised: it says which
-            _fail(r, "failed", f"{e} (while loading, checking or warming up)")
+            fail(r, "failed", f"{e} (while loading, checking or warming up)")
         except Exception as e:
-            _fail(r, "failed", f"{type(e).__name__}: {e}")
+            fail(r, "failed", f"{type(e).__name__}: {e}")
         if n not in runners and hasattr(run, "close"):
             run.close()
         r["prepare_s"] = time.perf_counter() - t0
@@ -557,47 +508,10 @@ def _measure(s: Session, model: str, runners: dict, inputs: dict, rows: dict) ->
                     series[n][b].blocks.append(_block(runners[n], inputs[n][b], b, budget, least))
                 except Exception as e:
                     what = str(e) if isinstance(e, ChildError) else f"{type(e).__name__}: {e}"
-                    _fail(rows[n], "failed", f"{what} (round {i + 1}, batch {b})")
+                    fail(rows[n], "failed", f"{what} (round {i + 1}, batch {b})")
                     gone = runners.pop(n)
                     if hasattr(gone, "close"):
                         gone.close()
                 s.progress.advance(s.task)
     gc.unfreeze()
     return series
-
-
-def _summarise(row: dict, series: dict, threads: int) -> None:
-    row["series"] = [s.summary() for s in series.values()]
-    b1 = row["series"][0]
-    row.update(b1_p50_s=b1["p50_s"], b1_p90_s=b1["p90_s"], b1_p99_s=b1["p99_s"], b1_calls=b1["calls"])
-    for s in row["series"]:
-        row[f"tput_b{s['batch']}"] = s["images_per_s"]
-    row["cpu_ratio"] = max(s["cpu_ratio"] for s in row["series"])
-    if row["cpu_ratio"] > threads * 1.1 + 0.1:
-        row["flags"].append("cpu>threads")
-
-
-def _speedups(rows: list[dict], big: int, floor_images_per_s: float) -> None:
-    """Each row's speed-ups over keras-predict and over the fastest other contender, the
-    latter named: for this engine's rows the other engines (its own variants do not count),
-    for any other row every contender but itself; on the GPU, the other GPU rows where there
-    are some."""
-    by = {r["contender"]: r for r in rows}
-    keras = by.get("keras-predict")
-    for r in rows:
-        mine = r["contender"].startswith("lenet-")
-        others = [o for o in rows if o is not r and not (mine and o["contender"].startswith("lenet-"))]
-        if r["device"] == "cuda" and any(o["device"] == "cuda" for o in others):
-            others = [o for o in others if o["device"] == "cuda"]
-        if r["device"] == "cpu" and r[f"tput_b{big}"]:
-            r["fraction_of_fma_floor"] = r[f"tput_b{big}"] / floor_images_per_s
-        if keras:
-            r["speedup_b1_vs_keras_predict"] = keras["b1_p50_s"] / r["b1_p50_s"]
-            r["speedup_tput_vs_keras_predict"] = r[f"tput_b{big}"] / keras[f"tput_b{big}"]
-        if others:
-            best = min(others, key=lambda o: o["b1_p50_s"])
-            r["best_other_b1"] = best["contender"]
-            r["speedup_b1_vs_best_other"] = best["b1_p50_s"] / r["b1_p50_s"]
-            best = max(others, key=lambda o: o[f"tput_b{big}"])
-            r["best_other_tput"] = best["contender"]
-            r["speedup_tput_vs_best_other"] = r[f"tput_b{big}"] / best[f"tput_b{big}"]

@@ -257,11 +257,22 @@ class _Graph:
         return exact, UNIT_ROUNDOFF * np.sqrt(squares) + FLOAT32_TINY
 
 
+# What one chunk of rows may hold in float64 (every layer's output and its slope kept for the
+# gradients): a 224x224x3 model's chunk is a few rows, a LeNet's 256.
+CHUNK_BYTES = 512 << 20
+
+
 def float64_reference(spec: ModelSpec, x: np.ndarray, chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
     """(exact, sigma): the model's probabilities (as predict_proba converts its outputs) on x
     computed in float64, and per probability the scale of float32's rounding error (the
-    module's docstring). Raises netgraph.NotRebuilt for a layer the walk has no rebuild of.
-    Needs TensorFlow."""
+    module's docstring), ``chunk`` rows at a time at most (fewer within CHUNK_BYTES). Raises
+    netgraph.NotRebuilt for a layer the walk has no rebuild of. Needs TensorFlow."""
+    import lenet
+
+    from .workload import activation_floats
+
+    _, floats = activation_floats(lenet.Model(spec))
+    chunk = max(1, min(chunk, CHUNK_BYTES // (3 * 8 * floats)))
     g = _Graph(spec)
     parts = [g.evaluate(x[i : i + chunk]) for i in range(0, len(x), chunk)]
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

@@ -209,6 +209,8 @@ def model_line(model: str, about: dict, images: int) -> str:
         line += f"; checked against {about['reference']}"
     if about.get("reference_error"):
         line += f"; no reference, predictions unchecked ({about['reference_error']})"
+    if about.get("largest_batch"):
+        line += f"; largest batch {about['largest_batch']} ({about['largest_batch_why']})"
     return line
 
 
@@ -341,6 +343,12 @@ def markdown(header: dict, results: list[dict]) -> str:
     lines += [f"{r['model']} `{r['contender']}`: {r['note']}." for r in results if r.get("note")]
     lines += [
         f"{m}: no float64 column ({a['float64_error']})." for m, a in header["models"].items() if a.get("float64_error")
+    ]
+    lines += [
+        f"{m}: largest batch {a['largest_batch']} ({a['largest_batch_why']}); its ratios at the largest "
+        "batch are at that one."
+        for m, a in header["models"].items()
+        if a.get("largest_batch")
     ]
     skipped = skipped_line(results)
     if skipped:

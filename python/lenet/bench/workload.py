@@ -112,6 +112,30 @@ def write_pngs(images: np.ndarray, directory: Path) -> list[str]:
     return paths
 
 
+# Of the machine's memory, what the contenders' largest batches may hold together (issue 75: a
+# 224x224x3 model at batch 1024 ran a 23 GB machine out of memory, each contender's tensors added
+# to the others').
+MEMORY_FRACTION = 0.5
+
+
+def activation_floats(model) -> tuple[int, int]:
+    """(largest, all): a sample's largest tensor in the model lenet loaded (its input included)
+    and the sum of every layer's output, in floats."""
+    sizes = [int(np.prod(model.input_shape[1:]))] + [int(np.prod(row[2])) for row in model.network.layers()]
+    return max(sizes), sum(sizes)
+
+
+def largest_batch(model, contenders: int, memory_bytes: Optional[int] = None) -> int:
+    """The largest batch each of ``contenders`` may run at once within MEMORY_FRACTION of the
+    machine's memory, a sample counted as its input plus twice its largest activation in
+    float32 (a layer's input and output alive together)."""
+    if memory_bytes is None:
+        memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    largest, _ = activation_floats(model)
+    sample = 4 * (int(np.prod(model.input_shape[1:])) + 2 * largest)
+    return max(1, int(MEMORY_FRACTION * memory_bytes / (max(1, contenders) * sample)))
+
+
 def batches(items, batch: int) -> list:
     """Consecutive batches of ``batch`` items, cycling ``items`` when it is shorter: slices
     of an array (views), or lists of paths."""

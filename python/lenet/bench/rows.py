@@ -1,0 +1,109 @@
+"""The rows of lenet-bench's results: one flat dict per (model, contender), made, failed, summarised
+from its timed series and compared with the other rows (report.py prints them)."""
+
+from __future__ import annotations
+
+
+def new_row(model: str, name: str, sizes: list[int]) -> dict:
+    from .contenders import CONTENDERS
+
+    c = CONTENDERS[name]
+    row = {
+        "model": model,
+        "contender": name,
+        "what": c.what,
+        "device": c.device,
+        "status": "ok",
+        "reason": None,
+        "b1_p50_s": None,
+        "b1_p90_s": None,
+        "b1_p99_s": None,
+        "b1_calls": None,
+    }
+    row.update({f"tput_b{b}": None for b in sizes})
+    row.update(
+        dict.fromkeys(
+            [
+                "cpu_ratio",
+                "load_s",
+                "first_call_s",
+                "import_s",
+                "peak_rss_mib",
+                "rss_import_mib",
+                "probe_error",
+                "prepare_s",
+                "agree",
+                "mismatches",
+                "max_abs_dp",
+                "f64_max_abs",
+                "f64_rms_units",
+                "f64_max_units",
+                "note",
+                "speedup_b1_vs_keras_predict",
+                "speedup_tput_vs_keras_predict",
+                "speedup_b1_vs_best_other",
+                "best_other_b1",
+                "speedup_tput_vs_best_other",
+                "best_other_tput",
+                "fraction_of_fma_floor",
+            ]
+        )
+    )
+    row.update(flags=[], series=[])
+    return row
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """A reason for a row: the first line of ``text``, without terminal colour codes, cut
+    before any array it prints (TensorFlow's errors carry the whole input) and at ``limit``."""
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", str(text))
+    line = next((t.strip() for t in text.splitlines() if t.strip()), "")
+    cut = line.find("[[")
+    if cut >= 0:
+        line = line[:cut].rstrip(" :=,") + " [...]"
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def fail(row: dict, status: str, reason: str) -> None:
+    row.update(status=status, reason=one_line(reason))
+    if status == "failed":
+        row["flags"].append("FAILED")
+
+
+def summarise(row: dict, series: dict, threads: int) -> None:
+    row["series"] = [s.summary() for s in series.values()]
+    b1 = row["series"][0]
+    row.update(b1_p50_s=b1["p50_s"], b1_p90_s=b1["p90_s"], b1_p99_s=b1["p99_s"], b1_calls=b1["calls"])
+    for s in row["series"]:
+        row[f"tput_b{s['batch']}"] = s["images_per_s"]
+    row["cpu_ratio"] = max(s["cpu_ratio"] for s in row["series"])
+    if row["cpu_ratio"] > threads * 1.1 + 0.1:
+        row["flags"].append("cpu>threads")
+
+
+def speedups(rows: list[dict], big: int, floor_images_per_s: float) -> None:
+    """Each row's speed-ups over keras-predict and over the fastest other contender, the
+    latter named: for this engine's rows the other engines (its own variants do not count),
+    for any other row every contender but itself; on the GPU, the other GPU rows where there
+    are some."""
+    by = {r["contender"]: r for r in rows}
+    keras = by.get("keras-predict")
+    for r in rows:
+        mine = r["contender"].startswith("lenet-")
+        others = [o for o in rows if o is not r and not (mine and o["contender"].startswith("lenet-"))]
+        if r["device"] == "cuda" and any(o["device"] == "cuda" for o in others):
+            others = [o for o in others if o["device"] == "cuda"]
+        if r["device"] == "cpu" and r[f"tput_b{big}"]:
+            r["fraction_of_fma_floor"] = r[f"tput_b{big}"] / floor_images_per_s
+        if keras:
+            r["speedup_b1_vs_keras_predict"] = keras["b1_p50_s"] / r["b1_p50_s"]
+            r["speedup_tput_vs_keras_predict"] = r[f"tput_b{big}"] / keras[f"tput_b{big}"]
+        if others:
+            best = min(others, key=lambda o: o["b1_p50_s"])
+            r["best_other_b1"] = best["contender"]
+            r["speedup_b1_vs_best_other"] = best["b1_p50_s"] / r["b1_p50_s"]
+            best = max(others, key=lambda o: o[f"tput_b{big}"])
+            r["best_other_tput"] = best["contender"]
+            r["speedup_tput_vs_best_other"] = r[f"tput_b{big}"] / best[f"tput_b{big}"]
