@@ -605,6 +605,23 @@ def test_gpu_rows_are_compared_with_the_other_gpu_engines():
     assert cpu["best_other_b1"] == "onnxruntime" and cpu["fraction_of_fma_floor"] == pytest.approx(0.2)
 
 
+def test_only_like_rungs_are_compared():
+    """Issue 75: lenet-cpp, timed by a C++ harness in a clean process of its own, was the "fastest
+    other" of TensorFlow Lite's and ONNX Runtime's rows timed through Python. Now rows timed
+    through Python are compared with rows timed through Python, and lenet-cpp with none."""
+    from lenet.bench.rows import speedups
+
+    def row(name, b1):
+        return {"contender": name, "device": "cpu", "b1_p50_s": b1, "tput_b64": 1 / b1, "fraction_of_fma_floor": None}
+
+    rows = [row("lenet-cpp", 8e-6), row("lenet-cpu", 10e-6), row("tflite", 14e-6), row("onnxruntime", 30e-6)]
+    speedups(rows, 64, 1e6)
+    cpp, cpu, tflite, ort = rows
+    assert tflite["best_other_b1"] == "lenet-cpu" and ort["best_other_b1"] == "lenet-cpu"
+    assert cpu["best_other_b1"] == "tflite" and cpu["speedup_b1_vs_best_other"] == pytest.approx(1.4)
+    assert cpp.get("best_other_b1") is None and cpp.get("speedup_b1_vs_best_other") is None
+
+
 @pytest.mark.slow  # writes 2,000 PNGs and 20 photos, each contender in a fresh process
 def test_files_scenario_runs_every_contender(tmp_path):
     """lenet-bench files, tiny: every contender classifies every file, each in its own

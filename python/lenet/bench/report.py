@@ -136,7 +136,8 @@ RATIO_LEGEND = (
     "×Keras: keras-predict's time over this row's at batch 1 (2× = twice as fast as Keras' "
     "model.predict); ×fastest other: the fastest other contender's batch-1 time over this row's, "
     "that contender named (for lenet's rows the fastest engine that is not lenet; for the others "
-    "the fastest contender but themselves, lenet included); above 1× this row is the faster"
+    "the fastest contender but themselves, lenet included; rows timed through Python against rows "
+    "timed through Python, lenet-cpp's C++ harness against none); above 1× this row is the faster"
 )
 
 

@@ -83,16 +83,27 @@ def summarise(row: dict, series: dict, threads: int) -> None:
         row["flags"].append("cpu>threads")
 
 
+def rung(row: dict) -> str:
+    """Where a row's timed call is made from: "C++" (a harness of its own, no Python in the call)
+    or "Python"."""
+    from .contenders import CONTENDERS
+
+    return "C++" if CONTENDERS[row["contender"]].process == "cpp" else "Python"
+
+
 def speedups(rows: list[dict], big: int, floor_images_per_s: float) -> None:
     """Each row's speed-ups over keras-predict and over the fastest other contender, the
     latter named: for this engine's rows the other engines (its own variants do not count),
-    for any other row every contender but itself; on the GPU, the other GPU rows where there
-    are some."""
+    for any other row every contender but itself; only rows timed from the same rung (issue 75:
+    lenet's C++ harness is no peer of an engine timed through Python); on the GPU, the other
+    GPU rows where there are some."""
     by = {r["contender"]: r for r in rows}
     keras = by.get("keras-predict")
     for r in rows:
         mine = r["contender"].startswith("lenet-")
-        others = [o for o in rows if o is not r and not (mine and o["contender"].startswith("lenet-"))]
+        others = [
+            o for o in rows if o is not r and rung(o) == rung(r) and not (mine and o["contender"].startswith("lenet-"))
+        ]
         if r["device"] == "cuda" and any(o["device"] == "cuda" for o in others):
             others = [o for o in others if o["device"] == "cuda"]
         if r["device"] == "cpu" and r[f"tput_b{big}"]:
