@@ -23,9 +23,9 @@ FIGURES = [
     "load_s",
     "first_call_s",
     "peak_rss_mib",
-    "speedup_b1_vs_keras_predict",
+    "speedup_b1_vs_keras",
     "speedup_b1_vs_best_other",
-    "speedup_tput_vs_keras_predict",
+    "speedup_tput_vs_keras",
 ]
 
 
@@ -107,12 +107,18 @@ def test_quick_run(tmp_path):
         assert 0 <= r["max_abs_dp"] < 1e-4, r
         assert r["probe_error"] is None, r
         for key in FIGURES + [f"tput_b{b}" for b in (1, 8, 64)]:
+            if r["contender"] == "lenet-cpp" and key == "speedup_b1_vs_best_other":
+                assert r[key] is None  # its C++ harness has no peer among these rows (issue 75)
+                continue
             assert isinstance(r[key], (int, float)) and r[key] > 0, (r["contender"], key, r[key])
         assert r["b1_p50_s"] <= r["b1_p90_s"] <= r["b1_p99_s"]
         assert [s["batch"] for s in r["series"]] == [1, 8, 64]
         assert "DISAGREES" not in r["flags"]
-    keras = next(r for r in rows if r["contender"] == "keras-predict")
-    assert keras["speedup_b1_vs_keras_predict"] == pytest.approx(1.0)
+    # ×Keras is against Keras' fastest path here (issue 75), not model.predict's data pipeline
+    fastest = min((r for r in rows if r["contender"].startswith("keras-")), key=lambda r: r["b1_p50_s"])
+    assert fastest["speedup_b1_vs_keras"] == pytest.approx(1.0)
+    assert all(r["keras_b1"] == fastest["contender"] for r in rows)
+    assert next(r for r in rows if r["contender"] == "keras-predict")["speedup_b1_vs_keras"] <= 1.0
 
     with (out / "results.csv").open() as f:
         table = list(csv.DictReader(f))
@@ -771,7 +777,7 @@ def test_the_default_table_has_the_compared_columns_and_the_files_every_one(zoo_
     header = next(line for line in proc.stdout.splitlines() if "contender" in line and "b1 p50" in line)
     cells = [c.strip() for c in header.strip("┃│| ").replace("┃", "|").replace("│", "|").split("|")]
     assert cells == ["contender", "b1 p50", "img/s b8", "×Keras", "×fastest other", "vs float64", "agrees"], cells
-    assert "×Keras: keras-predict's time over this row's" in proc.stdout
+    assert "×Keras: the fastest of Keras' own inference paths here" in proc.stdout
     assert "\x1b[" not in proc.stdout and "0.00×" not in proc.stdout
     md = (out / "README-table.md").read_text()
     assert "| b1 p99 | img/s b1 | img/s b8 | ×Keras (b1) | ×Keras (b8) | ×fastest other (b1) |" in md
