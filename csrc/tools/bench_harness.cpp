@@ -11,9 +11,12 @@
 //
 //   data PATH N            N inputs, raw float32 in the model's input shape -> "ok"
 //   predict IN OUT N       probabilities of the N inputs in IN written to OUT (raw float32) -> "ok"
-//   block B BUDGET_S MIN   calls on consecutive batches of B of the data (cycled as
+//   block B BUDGET_S MIN [OUT]
+//                          calls on consecutive batches of B of the data (cycled as
 //                          bench/workload.py's batches()) until MIN calls and BUDGET_S
-//                          seconds: "ok WALL_S CPU_S IMAGES NS NS ..." (each call's ns)
+//                          seconds: "ok WALL_S CPU_S IMAGES NS NS ..." (each call's ns);
+//                          with OUT, the outputs of the first pass over the batches
+//                          written there (raw float32): what the timed calls answered
 //   exit
 //
 // Any failure answers "error MESSAGE" and the harness goes on. The timing is what
@@ -22,6 +25,7 @@
 #include <lenet/lenet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -99,14 +103,15 @@ struct Harness {
                 throw lenet::InputError(std::string(w[2]) + ": cannot write the probabilities");
             return "ok";
         }
-        if (w[0] == "block" && w.size() == 4)
-            return block(parse<int64_t>(w[1], "batch"), parse<double>(w[2], "budget"), parse<int64_t>(w[3], "calls"));
+        if (w[0] == "block" && (w.size() == 4 || w.size() == 5))
+            return block(parse<int64_t>(w[1], "batch"), parse<double>(w[2], "budget"), parse<int64_t>(w[3], "calls"),
+                         w.size() == 5 ? std::string(w[4]) : std::string());
         throw lenet::InputError("unknown command '" + std::string(w[0]) + "'");
     }
 
     // bench/workload.py's batches(): consecutive batches of `batch` inputs, the data
     // repeated first when it holds fewer.
-    std::string block(int64_t batch, double budget_s, int64_t min_calls) {
+    std::string block(int64_t batch, double budget_s, int64_t min_calls, const std::string& keep) {
         if (inputs < 1 || batch < 1) throw lenet::InputError("block: no data, or a batch of " + text(batch));
         const int64_t size = engine.input_size();
         auto& items = cycled[batch];
@@ -115,7 +120,11 @@ struct Harness {
             for (int64_t r = 0; r < reps; ++r) items.insert(items.end(), data.begin(), data.end());
         }
         const int64_t count = int64_t(items.size()) / size / batch;  // whole batches
-        std::vector<float> probs(size_t(batch * engine.classes()));
+        const size_t answer = size_t(batch * engine.classes());
+        std::vector<float> probs(answer);
+        // With `keep`, the first pass writes each call's answer into its own place here (no copy
+        // in the timed loop); later calls reuse `probs`.
+        std::vector<float> kept(keep.empty() ? 0 : size_t(count) * answer);
         std::vector<int64_t> calls;
         using clock = std::chrono::steady_clock;
         const double cpu0 = cpu_seconds();
@@ -125,12 +134,20 @@ struct Harness {
         auto end = start;
         while (int64_t(calls.size()) < min_calls || end < deadline) {
             const float* x = items.data() + (int64_t(calls.size()) % count) * batch * size;
+            const int64_t i = int64_t(calls.size());
+            float* y = !kept.empty() && i < count ? kept.data() + size_t(i) * answer : probs.data();
             const auto t0 = clock::now();
-            engine.predict_proba(x, size_t(batch * size), probs.data(), probs.size());
+            engine.predict_proba(x, size_t(batch * size), y, answer);
             end = clock::now();
             calls.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(end - t0).count());
         }
         const double cpu = cpu_seconds() - cpu0;
+        if (!keep.empty()) {
+            const size_t n = std::min(size_t(calls.size()), size_t(count)) * answer;
+            std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(keep.c_str(), "wb"), std::fclose);
+            if (!f || std::fwrite(kept.data(), sizeof(float), n, f.get()) != n)
+                throw lenet::InputError(keep + ": cannot write the timed calls' outputs");
+        }
         std::string out = "ok " + text(std::chrono::duration<double>(end - start).count()) + " " + text(cpu) + " " +
                           text(batch * int64_t(calls.size()));
         for (auto ns : calls) out += " " + text(ns);

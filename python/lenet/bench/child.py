@@ -60,7 +60,12 @@ def _handle(msg: dict, state: dict) -> dict:
         np.save(out, measure.probabilities(state["run"](_load(msg["x"]))))
         return {"out": out}
     if op == "block":
-        b = measure.block(state["run"], state["batches"][msg["batch"]], msg["batch"], msg["budget_s"], msg["min_calls"])
+        keep = msg.get("keep")  # where to save the timed calls' outputs, if asked
+        b = measure.block(
+            state["run"], state["batches"][msg["batch"]], msg["batch"], msg["budget_s"], msg["min_calls"], bool(keep)
+        )
+        if keep and b.outputs is not None:
+            np.save(keep, b.outputs)
         return {"call_ns": b.call_ns, "wall_s": b.wall_s, "cpu_s": b.cpu_s, "images": b.images}
     raise ValueError(f"unknown op {op!r}")
 
@@ -197,10 +202,14 @@ class Remote:
         reply = self._call({"op": "predict", "x": self._save(x)})
         return np.load(reply["out"])
 
-    def block(self, batch: int, budget_s: float, min_calls: int = 1) -> measure.Block:
+    def block(self, batch: int, budget_s: float, min_calls: int = 1, keep: bool = False) -> measure.Block:
         """``measure.block`` run in the worker on its own batches of ``batch`` images."""
-        r = self._call({"op": "block", "batch": batch, "budget_s": budget_s, "min_calls": min_calls})
-        return measure.Block(r["call_ns"], r["wall_s"], r["cpu_s"], r["images"])
+        self._calls += 1
+        out = self._tmp / f"{self.name}-{self._calls}.timed.npy"
+        msg = {"op": "block", "batch": batch, "budget_s": budget_s, "min_calls": min_calls}
+        r = self._call({**msg, "keep": str(out)} if keep else msg)
+        outputs = np.load(out) if keep and out.is_file() else None
+        return measure.Block(r["call_ns"], r["wall_s"], r["cpu_s"], r["images"], outputs)
 
     def alive(self) -> bool:
         return self._child.alive()

@@ -45,7 +45,9 @@ class Harness:
         self._own_tmp = None if tmp is not None else tempfile.TemporaryDirectory(prefix="lenet-cpp-")
         self._tmp = Path(tmp if tmp is not None else self._own_tmp.name)
         model = self._tmp / f"{name}.lenet"
-        lenet.Engine(ctx.weights, device="cpu", threads=1).save(model)
+        engine = lenet.Engine(ctx.weights, device="cpu", threads=1)
+        engine.save(model)
+        self.classes = int(np.prod(engine.output_shape[1:]))
         self._child = Child(
             name,
             [str(exe), str(model), str(ctx.threads), device],
@@ -81,10 +83,15 @@ class Harness:
         self._call(f"predict {src} {out} {len(x)}", "'predict'")
         return np.fromfile(out, np.float32).reshape(len(x), -1)
 
-    def block(self, batch: int, budget_s: float, min_calls: int = 1) -> measure.Block:
-        """``measure.block`` in C++ on consecutive batches of ``batch`` of the harness's data."""
-        words = self._call(f"block {batch} {budget_s!r} {min_calls}", f"'block' at batch {batch}").split()
-        return measure.Block([int(w) for w in words[4:]], float(words[1]), float(words[2]), int(words[3]))
+    def block(self, batch: int, budget_s: float, min_calls: int = 1, keep: bool = False) -> measure.Block:
+        """``measure.block`` in C++ on consecutive batches of ``batch`` of the harness's data;
+        with ``keep``, the outputs of its first pass over them too."""
+        self._calls += 1
+        out = self._tmp / f"{self.name}-{self._calls}.timed.f32"
+        line = f"block {batch} {budget_s!r} {min_calls}" + (f" {out}" if keep else "")
+        words = self._call(line, f"'block' at batch {batch}").split()
+        outputs = np.fromfile(out, np.float32).reshape(-1, self.classes) if keep else None
+        return measure.Block([int(w) for w in words[4:]], float(words[1]), float(words[2]), int(words[3]), outputs)
 
     def alive(self) -> bool:
         return self._child.alive()

@@ -16,6 +16,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from .workload import batches
+
 
 @dataclass
 class Block:
@@ -23,10 +25,15 @@ class Block:
     wall_s: float
     cpu_s: float  # process CPU time (user + system, all threads) during the block
     images: int  # images processed
+    # With keep: the outputs of the block's first pass over its inputs (at most one call per
+    # input batch), as probabilities: what the timed calls answered, checked against the
+    # reference (issue 75: agreement is judged on the timed calls' outputs).
+    outputs: Optional[np.ndarray] = None
 
 
-def block(run: Callable, inputs: list, batch: int, budget_s: float, min_calls: int = 1) -> Block:
+def block(run: Callable, inputs: list, batch: int, budget_s: float, min_calls: int = 1, keep: bool = False) -> Block:
     n, calls = len(inputs), []
+    kept: list = []
     perf = time.perf_counter_ns
     gc.collect()  # cheap when the set-up's objects are frozen (gc.freeze)
     gc.disable()
@@ -37,13 +44,16 @@ def block(run: Callable, inputs: list, batch: int, budget_s: float, min_calls: i
         while len(calls) < min_calls or end < deadline:
             x = inputs[len(calls) % n]
             t0 = perf()
-            run(x)
+            out = run(x)
             end = perf()
+            if keep and len(calls) < n:
+                kept.append(out)  # the reference only: no copy, no conversion inside the block
             calls.append(end - t0)
         cpu = time.process_time() - cpu0
     finally:
         gc.enable()
-    return Block(calls, (end - start) / 1e9, cpu, batch * len(calls))
+    outputs = np.concatenate([probabilities(o) for o in kept]) if kept else None
+    return Block(calls, (end - start) / 1e9, cpu, batch * len(calls), outputs)
 
 
 @dataclass
@@ -80,6 +90,12 @@ def probabilities(out) -> np.ndarray:
 # the order each engine sums in (oneDNN's, Eigen's, XNNPACK's, lenet's), so a different argmax
 # there is not a disagreement. Twice the 1e-5 every contender is held to against Keras.
 TIE = 2e-5
+
+
+def expected(ref: np.ndarray, batch: int, count: int) -> np.ndarray:
+    """The reference answers to a block's first ``count`` outputs: its inputs are
+    workload.batches of the digits, so the same batches of the reference."""
+    return np.concatenate(batches(ref, batch))[:count]
 
 
 def correctness(probs, ref: Optional[np.ndarray]) -> dict:

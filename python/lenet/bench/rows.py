@@ -35,6 +35,8 @@ def new_row(model: str, name: str, sizes: list[int]) -> dict:
                 "agree",
                 "mismatches",
                 "max_abs_dp",
+                "timed_checked",
+                "timed_error",
                 "f64_max_abs",
                 "f64_rms_units",
                 "f64_max_units",
