@@ -267,6 +267,34 @@ def test_pytorch_rebuilt_from_an_onnx_file_gives_onnx_runtimes_answers(name):
     assert "torch-eager" in cs.ONNX_CONTENDERS and "torch-compile" in cs.ONNX_CONTENDERS
 
 
+def test_torch_compile_runs_as_pytorch_advises_for_cpu_inference():
+    """Issue 75: torch-compile ran with dynamic shapes and the weights closed over (nothing for
+    Inductor to freeze), where PyTorch's CPU inference advice is static shapes and Inductor's
+    freezing. Now every weight is a parameter of the module, freezing is on, and each batch
+    size gets a graph of its own."""
+    torch = pytest.importorskip("torch")
+    from torch._dynamo.utils import counters
+
+    import lenet
+    from lenet.bench import contenders as cs
+    from lenet.bench import nets
+
+    weights = lenet.shipped_weights("lenet5")
+    spec = lenet.load(weights).spec
+    net = nets.torch_module(spec)
+    assert sum(p.numel() for p in net.parameters()) == lenet.load(weights).network.params
+    assert not any(p.requires_grad for p in net.parameters())
+
+    x = np.random.default_rng(5).random((8, 28, 28, 1), dtype=np.float32)
+    run = cs.CONTENDERS["torch-compile"].build(cs.Ctx(weights, 1))
+    want = lenet.Engine(weights, device="cpu", threads=1).predict_proba(x)
+    graphs = counters["stats"]["unique_graphs"]
+    np.testing.assert_allclose(run(x), want, atol=1e-5)
+    np.testing.assert_allclose(run(x[:3]), want[:3], atol=1e-5)
+    assert counters["stats"]["unique_graphs"] - graphs == 2  # static shapes: one graph per batch size
+    assert torch._inductor.config.freezing
+
+
 def test_a_fixed_batch_file_runs_in_onnx_runtime_with_a_free_batch_where_that_is_valid():
     """Issue 75: ONNX Runtime was given a fixed-batch export N samples a call while lenet batched
     it, and the table's ratio said nothing. Now it runs a copy with a free batch axis, checked to

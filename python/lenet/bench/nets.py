@@ -268,7 +268,9 @@ def onnx_model(spec: ModelSpec, opset: int = 17) -> bytes:
 
 def torch_module(spec: ModelSpec, device: str = "cpu"):
     """A torch.nn.Module taking (n, *input_shape) float32 and returning probabilities; its
-    weights (closed over, not parameters) live on ``device``. Images are NCHW inside (a
+    weights, parameters of the module that never need a gradient, live on ``device`` (Inductor
+    freezes them into the compiled graph as constants: torch.compile as PyTorch advises for
+    inference on the CPU, issue 75). Images are NCHW inside (a
     permuted view of the NHWC input: channels_last memory); a Flatten followed by a Dense
     flattens CHW (the Dense's rows permuted to match), any other permutes back first. A
     channels_first model (an ONNX file from PyTorch) runs as its records say: NCHW in,
@@ -280,8 +282,12 @@ def torch_module(spec: ModelSpec, device: str = "cpu"):
 
     cf = lenet.Model(spec).network.channels_first
 
+    params = []  # every weight the forward reads, registered on the module below
+
     def tensor(a: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(a, np.float32)).to(device)
+        t = torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(a, np.float32)).to(device), requires_grad=False)
+        params.append(t)
+        return t
 
     def padded(x, p, value=0.0):  # F.pad takes (left, right, top, bottom)
         return F.pad(x, (p[2], p[3], p[0], p[1]), value=value) if any(p) else x
@@ -385,6 +391,10 @@ def torch_module(spec: ModelSpec, device: str = "cpu"):
     image = len(spec.input_shape) == 3 and not cf
 
     class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weights = torch.nn.ParameterList(params)
+
         def forward(self, x):
             y = forward(x.permute(0, 3, 1, 2) if image else x)  # NHWC in, NCHW inside (a view)
             return y if last is None else last(y)
