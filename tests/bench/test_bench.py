@@ -267,6 +267,42 @@ def test_pytorch_rebuilt_from_an_onnx_file_gives_onnx_runtimes_answers(name):
     assert "torch-eager" in cs.ONNX_CONTENDERS and "torch-compile" in cs.ONNX_CONTENDERS
 
 
+@pytest.mark.parametrize(
+    "model, preprocessing",
+    [("lenet5", {}), ("lenet5", {"mean": 0.1307, "std": 0.3081}), ("rgb224", {"mean": (0.5, 0.4, 0.3), "std": 0.25})],
+)
+def test_the_gpu_peers_pixels_become_the_models_input_as_lenets_do(model, preprocessing, tmp_path):
+    """Issue 75: uint8 against uint8 on the GPU. torch-cuda-pixels and torch-cuda-graph-pixels
+    upload the digits' bytes, as lenet-cuda-pixels does, and make the model's input on the device:
+    here on the CPU, the same float32 values, in the same layout, as Engine.model_input makes."""
+    torch = pytest.importorskip("torch")
+    import lenet
+    from lenet.bench import peers, workload
+    from lenet.bench.registry import Ctx
+
+    if model == "rgb224":  # a channels-first PyTorch-style model of three channels
+        onnx = pytest.importorskip("onnx")
+        from onnx import TensorProto, helper
+
+        w = helper.make_tensor("w", TensorProto.FLOAT, [10, 3 * 8 * 8], np.ones(10 * 192, np.float32) / 192)
+        graph = helper.make_graph(
+            [helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("Gemm", ["f", "w"], ["y"], transB=1)],
+            "rgb",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 10])],
+            [w],
+        )
+        weights = tmp_path / "rgb.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), weights)
+    else:
+        weights = lenet.shipped_weights(model)
+    digits = np.random.default_rng(8).integers(0, 256, (5, 28, 28), dtype=np.uint8)
+    x, rows = workload.to_model_input(digits, weights, preprocessing)
+    got = peers.pixel_input(Ctx(weights, 1, preprocessing), "cpu")(torch.from_numpy(rows)).numpy()
+    assert got.shape == x.shape and got.dtype == np.float32
+    np.testing.assert_array_equal(got, x)
+
+
 def test_torch_compile_runs_as_pytorch_advises_for_cpu_inference():
     """Issue 75: torch-compile ran with dynamic shapes and the weights closed over (nothing for
     Inductor to freeze), where PyTorch's CPU inference advice is static shapes and Inductor's
@@ -394,7 +430,16 @@ def test_a_layer_the_rebuilt_networks_lack_is_named(tmp_path):
 
 # --- GPU peers, the reference, own-process contenders ------------------------------------------
 
-GPU_CONTENDERS = ["lenet-cuda", "lenet-cuda-eager", "jax-jit", "keras-jax", "torch-cuda", "torch-cuda-graph"]
+GPU_CONTENDERS = [
+    "lenet-cuda",
+    "lenet-cuda-eager",
+    "jax-jit",
+    "keras-jax",
+    "torch-cuda",
+    "torch-cuda-graph",
+    "torch-cuda-pixels",
+    "torch-cuda-graph-pixels",
+]
 
 
 def _shipped(name="lenet5"):

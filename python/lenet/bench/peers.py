@@ -66,6 +66,50 @@ def _torch_on_gpu():
     return torch
 
 
+def pixel_input(ctx: Ctx, device: str):
+    """A function of uint8 pixel rows (n, h, w, c), already on ``device``, to the model's input
+    there: each pixel value looked up in the engine's own table of what its preprocessing makes
+    of it (so the same float32 values as lenet's), laid out as the model takes them. The GPU
+    peers' uint8 rows: the same bytes over PCIe as lenet-cuda-pixels sends (issue 75)."""
+    import torch
+
+    import lenet
+
+    engine = lenet.Engine(ctx.weights, device="cpu", threads=1, **ctx.preprocessing)
+    pre, c = engine.preprocessing, engine.image_shape[2]
+    table = torch.from_numpy(pre.table(c)).to(device)
+    channels = torch.arange(c, device=device)
+    scale = torch.tensor(pre.scale, dtype=torch.float32, device=device)
+    mean, std = (torch.tensor(v, dtype=torch.float32, device=device) for v in (pre.mean, pre.std))
+    rest = tuple(engine.model.input_shape[1:])
+    transpose = c > 1 and engine.model.images_channels_first
+
+    def to_input(rows):
+        if rows.dtype == torch.uint8:
+            x = table[rows.long(), channels]  # (n, h, w, c) float32
+        else:  # rows resized to the model's size are float32: Preprocessing.apply's arithmetic
+            x = rows * scale
+            if not pre.plain:
+                x = (x - mean) / std
+        return (x.permute(0, 3, 1, 2) if transpose else x).reshape(len(rows), *rest)
+
+    return to_input
+
+
+def _torch_cuda(ctx: Ctx, pixels: bool):
+    from .nets import torch_module
+
+    torch = _torch_on_gpu()
+    net = torch_module(ctx.spec, device="cuda")
+    to_input = pixel_input(ctx, "cuda") if pixels else (lambda x: x)
+
+    def run(x):
+        with torch.inference_mode():
+            return net(to_input(torch.from_numpy(x).to("cuda"))).cpu().numpy()
+
+    return run
+
+
 @contender(
     "torch-cuda",
     ("torch",),
@@ -73,17 +117,20 @@ def _torch_on_gpu():
     device="cuda",
     process="own",
 )
-def _torch_cuda(ctx):
-    from .nets import torch_module
+def _torch_cuda_floats(ctx):
+    return _torch_cuda(ctx, False)
 
-    torch = _torch_on_gpu()
-    net = torch_module(ctx.spec, device="cuda")
 
-    def run(x):
-        with torch.inference_mode():
-            return net(torch.from_numpy(x).to("cuda")).cpu().numpy()
-
-    return run
+@contender(
+    "torch-cuda-pixels",
+    ("torch",),
+    "PyTorch on CUDA, eager, fed the uint8 digits as lenet-cuda-pixels is: bytes uploaded, scaled on the device",
+    device="cuda",
+    process="own",
+    takes="rows",
+)
+def _torch_cuda_pixels(ctx):
+    return _torch_cuda(ctx, True)
 
 
 @contender(
@@ -94,31 +141,48 @@ def _torch_cuda(ctx):
     device="cuda",
     process="own",
 )
-def _torch_cuda_graph(ctx):
+def _torch_cuda_graph_floats(ctx):
+    return _torch_cuda_graph(ctx, False)
+
+
+@contender(
+    "torch-cuda-graph-pixels",
+    ("torch",),
+    "PyTorch on CUDA, a CUDAGraph per batch size, fed the uint8 digits: bytes uploaded and scaled in the graph",
+    device="cuda",
+    process="own",
+    takes="rows",
+)
+def _torch_cuda_graph_pixels(ctx):
+    return _torch_cuda_graph(ctx, True)
+
+
+def _torch_cuda_graph(ctx: Ctx, pixels: bool):
     from .nets import torch_module
 
     torch = _torch_on_gpu()
     net = torch_module(ctx.spec, device="cuda")
+    to_input = pixel_input(ctx, "cuda") if pixels else (lambda x: x)
     graphs = {}
 
-    def capture(n):
+    def capture(x):
         """A graph for batch n, with every tensor it reads or writes: a graph holds device
         addresses, not references, so a tensor freed after the capture (the device input
         was, until 2026-11-27) hands its memory to the next allocation while replays keep
         using it."""
-        host_in = torch.empty((n, *ctx.spec.input_shape), dtype=torch.float32).pin_memory()
-        dev_in = torch.zeros(host_in.shape, dtype=torch.float32, device="cuda")
+        host_in = torch.empty(x.shape, dtype=torch.from_numpy(x[:0]).dtype).pin_memory()  # float32 or uint8
+        dev_in = torch.zeros(host_in.shape, dtype=host_in.dtype, device="cuda")
         side = torch.cuda.Stream()  # warm-up before capture, on a side stream (torch's rule)
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side), torch.no_grad():
             for _ in range(3):
-                y = net(dev_in)
+                y = net(to_input(dev_in))
         torch.cuda.current_stream().wait_stream(side)
         host_out = torch.empty(y.shape, dtype=torch.float32).pin_memory()
         graph = torch.cuda.CUDAGraph()
         with torch.no_grad(), torch.cuda.graph(graph):
             dev_in.copy_(host_in, non_blocking=True)
-            dev_out = net(dev_in)
+            dev_out = net(to_input(dev_in))
             host_out.copy_(dev_out, non_blocking=True)
         return {
             "graph": graph,
@@ -129,7 +193,7 @@ def _torch_cuda_graph(ctx):
 
     def run(x):
         if len(x) not in graphs:
-            graphs[len(x)] = capture(len(x))
+            graphs[len(x)] = capture(x)
         g = graphs[len(x)]
         np.copyto(g["in"], x)
         g["graph"].replay()

@@ -60,11 +60,14 @@ ONNX_CONTENDERS = (
     "lenet-cuda",
     "lenet-cuda-eager",
     "lenet-cuda-infer",
+    "lenet-cuda-pixels",
     "onnxruntime",
     "torch-eager",
     "torch-compile",
     "torch-cuda",
     "torch-cuda-graph",
+    "torch-cuda-pixels",
+    "torch-cuda-graph-pixels",
 )
 NOT_FOR_ONNX = (
     "it runs a Keras model, or rebuilds one channels last; this model is an ONNX file "
