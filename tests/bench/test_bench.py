@@ -140,7 +140,7 @@ def test_quick_run(tmp_path):
     assert "Engine.infer on one PNG file" in md and "its floor" in md
     cpu = next(r for r in rows if r["contender"] == "lenet-cpu")
     assert cpu["fraction_of_fma_floor"] == pytest.approx(
-        cpu["tput_b64"] / header["models"]["lenet5"]["floor_images_per_s"]
+        cpu["tput_best"] / header["models"]["lenet5"]["floor_images_per_s"]
     )
 
 
@@ -669,7 +669,9 @@ def test_gpu_rows_are_compared_with_the_other_gpu_engines():
     from lenet.bench.rows import speedups
 
     def row(name, device, b1, tput):
-        return {"contender": name, "device": device, "b1_p50_s": b1, "tput_b64": tput, "fraction_of_fma_floor": None}
+        return {"contender": name, "device": device, "b1_p50_s": b1, "tput_best": tput, "tput_best_batch": 64} | {
+            "fraction_of_fma_floor": None
+        }
 
     rows = [
         row("lenet-cuda", "cuda", 20e-6, 1e6),
@@ -677,7 +679,7 @@ def test_gpu_rows_are_compared_with_the_other_gpu_engines():
         row("torch-cuda", "cuda", 80e-6, 5e5),
         row("onnxruntime", "cpu", 30e-6, 9e5),
     ]
-    speedups(rows, 64, 1e6)
+    speedups(rows, 1e6)
     gpu, cpu = rows[0], rows[1]
     assert gpu["best_other_b1"] == "torch-cuda" and gpu["speedup_b1_vs_best_other"] == pytest.approx(4)
     assert gpu["best_other_tput"] == "torch-cuda" and gpu["fraction_of_fma_floor"] is None
@@ -691,14 +693,40 @@ def test_only_like_rungs_are_compared():
     from lenet.bench.rows import speedups
 
     def row(name, b1):
-        return {"contender": name, "device": "cpu", "b1_p50_s": b1, "tput_b64": 1 / b1, "fraction_of_fma_floor": None}
+        return {"contender": name, "device": "cpu", "b1_p50_s": b1, "tput_best": 1 / b1, "tput_best_batch": 64}
 
     rows = [row("lenet-cpp", 8e-6), row("lenet-cpu", 10e-6), row("tflite", 14e-6), row("onnxruntime", 30e-6)]
-    speedups(rows, 64, 1e6)
+    speedups(rows, 1e6)
     cpp, cpu, tflite, ort = rows
     assert tflite["best_other_b1"] == "lenet-cpu" and ort["best_other_b1"] == "lenet-cpu"
     assert cpu["best_other_b1"] == "tflite" and cpu["speedup_b1_vs_best_other"] == pytest.approx(1.4)
     assert cpp.get("best_other_b1") is None and cpp.get("speedup_b1_vs_best_other") is None
+
+
+def test_throughput_is_compared_at_each_engines_best_batch():
+    """Issue 75: throughput was compared at the largest batch only, where lenet splits a batch
+    into cache-sized plans and another engine takes it in one call. Now each row's best batch
+    counts, and the rows say which batch that was."""
+    from lenet.bench import measure
+    from lenet.bench.rows import new_row, speedups, summarise
+
+    def timed(name, rates: dict) -> dict:
+        r = new_row("lenet5", name, list(rates))
+        series = {}
+        for b, rate in rates.items():
+            series[b] = measure.Series(b, [measure.Block([int(b / rate * 1e9)], b / rate, b / rate, b)])
+        summarise(r, series, 1)
+        return r
+
+    lenet_row = timed("lenet-cpu", {1: 1e5, 256: 6e5, 1024: 5e5})
+    ort = timed("onnxruntime", {1: 5e4, 256: 3e5, 1024: 4e5})
+    keras = timed("keras-function", {1: 1e3, 256: 2e5, 1024: 1e5})
+    speedups([lenet_row, ort, keras], 1e7)
+    assert (lenet_row["tput_best"], lenet_row["tput_best_batch"]) == (pytest.approx(6e5), 256)
+    assert lenet_row["best_other_tput"] == "onnxruntime" and lenet_row["best_other_tput_batch"] == 1024
+    assert lenet_row["speedup_tput_vs_best_other"] == pytest.approx(1.5)  # 6e5 at 256 over 4e5 at 1024
+    assert lenet_row["speedup_tput_vs_keras"] == pytest.approx(3.0)  # over Keras' 2e5 at 256
+    assert lenet_row["fraction_of_fma_floor"] == pytest.approx(0.06)
 
 
 @pytest.mark.slow  # writes 2,000 PNGs and 20 photos, each contender in a fresh process
@@ -849,11 +877,11 @@ def test_the_default_table_has_the_compared_columns_and_the_files_every_one(zoo_
     out, proc = zoo_run
     header = next(line for line in proc.stdout.splitlines() if "contender" in line and "b1 p50" in line)
     cells = [c.strip() for c in header.strip("┃│| ").replace("┃", "|").replace("│", "|").split("|")]
-    assert cells == ["contender", "b1 p50", "img/s b8", "×Keras", "×fastest other", "vs float64", "agrees"], cells
+    assert cells == ["contender", "b1 p50", "img/s best", "×Keras", "×fastest other", "vs float64", "agrees"], cells
     assert "×Keras: the fastest of Keras' own inference paths here" in proc.stdout
     assert "\x1b[" not in proc.stdout and "0.00×" not in proc.stdout
     md = (out / "README-table.md").read_text()
-    assert "| b1 p99 | img/s b1 | img/s b8 | ×Keras (b1) | ×Keras (b8) | ×fastest other (b1) |" in md
+    assert "| b1 p99 | img/s b1 | img/s b8 | img/s best (batch) | ×Keras (b1) | ×Keras (best batch) |" in md
     assert "max \\|Δp\\|" in md and "Skipped (" in md
     assert "| vs float64 (RMS / max units) |" in md and "vs float64: each contender's probabilities" in md
 

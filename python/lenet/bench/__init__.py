@@ -381,7 +381,7 @@ def _bench_model(s: Session, source: str):
             about["infer_png_error"] = one_line(f"{type(e).__name__}: {e}")
     for n in runners:
         summarise(rows[n], series[n], s.threads)
-    speedups([r for r in rows.values() if r["status"] == "ok"], max(s.sizes), about["floor_images_per_s"])
+    speedups([r for r in rows.values() if r["status"] == "ok"], about["floor_images_per_s"])
     # lenet's own rows: when every one asked of them failed, lenet could not run this model.
     ours = [r for r in rows.values() if r["contender"].startswith("lenet-") and r["status"] != "skipped"]
     if ours and all(r["status"] == "failed" for r in ours):

@@ -129,7 +129,14 @@ def other_text(r: dict, key: str = "b1") -> str:
         if key == "b1"
         else (r["speedup_tput_vs_best_other"], r["best_other_tput"])
     )
-    return "—" if ratio is None else f"{fmt_x(ratio)} {name}"
+    if ratio is None:
+        return "—"
+    return f"{fmt_x(ratio)} {name}" + (f" (b{r['best_other_tput_batch']})" if key != "b1" else "")
+
+
+def best_rate(r: dict) -> str:
+    """``29.1k (b256)``: the row's throughput at its best batch, and which batch that was."""
+    return "—" if r.get("tput_best") is None else f"{fmt_rate(r['tput_best'])} (b{r['tput_best_batch']})"
 
 
 RATIO_LEGEND = (
@@ -139,7 +146,8 @@ RATIO_LEGEND = (
     "the fastest other contender's batch-1 time over this row's, "
     "that contender named (for lenet's rows the fastest engine that is not lenet; for the others "
     "the fastest contender but themselves, lenet included; rows timed through Python against rows "
-    "timed through Python, lenet-cpp's C++ harness against none); above 1× this row is the faster"
+    "timed through Python, lenet-cpp's C++ harness against none); above 1× this row is the faster; "
+    "the same ratios in throughput compare each row at its own best batch, named"
 )
 
 
@@ -309,7 +317,6 @@ def write_csv(path: Path, results: list[dict]) -> None:
 
 def markdown(header: dict, results: list[dict]) -> str:
     m, sizes = header["machine"], header["batch_sizes"]
-    big = max(sizes)
     lines = [
         f"lenet-bench on {m['cpu']} ({m['isa']}, lenet's kernels {m.get('lenet_kernels', '?')}, "
         f"{m['cores']} cores, {m['threads']} threads, "
@@ -319,9 +326,10 @@ def markdown(header: dict, results: list[dict]) -> str:
         "",
         "| model | contender | b1 p50 | b1 p99 | "
         + " | ".join(f"img/s b{b}" for b in sizes)
-        + f" | ×Keras (b1) | ×Keras (b{big}) | ×fastest other (b1) | ×fastest other (b{big}) "
+        + " | img/s best (batch) | ×Keras (b1) | ×Keras (best batch) | ×fastest other (b1) "
+        "| ×fastest other (best batch) "
         f"| agrees with {reference_label(header)} | max \\|Δp\\| | vs float64 (RMS / max units) |",
-        "|---|---|---:|---:|" + "---:|" * len(sizes) + "---:|---:|---:|---:|---|---:|---:|",
+        "|---|---|---:|---:|" + "---:|" * len(sizes) + "---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in results:
         if r["status"] == "skipped" or header["models"].get(r["model"], {}).get("error"):
@@ -329,10 +337,11 @@ def markdown(header: dict, results: list[dict]) -> str:
         cells = [r["model"], f"`{r['contender']}`", fmt_time(r["b1_p50_s"]), fmt_time(r["b1_p99_s"])]
         cells += [fmt_rate(r.get(f"tput_b{b}")) for b in sizes]
         cells += [
+            best_rate(r),
             fmt_x(r["speedup_b1_vs_keras"]),
             fmt_x(r["speedup_tput_vs_keras"]),
             other_text(r, "b1").replace(" ", " `", 1) + "`" if r["best_other_b1"] else "—",
-            other_text(r, "tput").replace(" ", " `", 1) + "`" if r["best_other_tput"] else "—",
+            other_text(r, "tput").replace(" ", " `", 1).replace(" (", "` (", 1) if r["best_other_tput"] else "—",
             f"**failed**: {_md(r['reason'])}"
             if r["status"] == "failed"
             else "**" + agree_text(r) + "**"
@@ -348,8 +357,8 @@ def markdown(header: dict, results: list[dict]) -> str:
         f"{m}: no float64 column ({a['float64_error']})." for m, a in header["models"].items() if a.get("float64_error")
     ]
     lines += [
-        f"{m}: largest batch {a['largest_batch']} ({a['largest_batch_why']}); its ratios at the largest "
-        "batch are at that one."
+        f"{m}: largest batch {a['largest_batch']} ({a['largest_batch_why']}); its best batches are "
+        "among those up to that one."
         for m, a in header["models"].items()
         if a.get("largest_batch")
     ]
@@ -375,14 +384,13 @@ def _md(text: str) -> str:
 def floor_table(header: dict, results: list[dict]) -> list[str]:
     """This engine against the fastest other engine (at batch 1 and in throughput at
     the largest batch) and against the model's FMA floor."""
-    big = max(header["batch_sizes"])
     fma = header["fma"]
     lines = [
         f"This engine against the fastest other engine and the FMA floor ({fma['gmacs_per_thread']:.1f} G "
         f"multiply-adds/s per thread measured, {fma['threads']} threads):",
         "",
-        f"| model | M MACs/image | contender | b1 p50 | fastest other b1 | ratio | img/s b{big} | "
-        f"best other b{big} | ratio | FMA floor img/s | of floor |",
+        "| model | M MACs/image | contender | b1 p50 | fastest other b1 | ratio | img/s best (batch) | "
+        "best other (batch) | ratio | FMA floor img/s | of floor |",
         "|---|---:|---|---:|---|---:|---:|---|---:|---:|---:|",
     ]
     for model, about in header["models"].items():
@@ -407,8 +415,8 @@ def floor_table(header: dict, results: list[dict]) -> list[str]:
                     fmt_time(r["b1_p50_s"]),
                     f"`{b1['contender']}` {fmt_time(b1['b1_p50_s'])}" if b1 else "—",
                     fmt_x(r["b1_p50_s"] / b1["b1_p50_s"]) if b1 else "—",
-                    fmt_rate(r.get(f"tput_b{big}")),
-                    f"`{tp['contender']}` {fmt_rate(tp.get(f'tput_b{big}'))}" if tp else "—",
+                    best_rate(r),
+                    f"`{tp['contender']}` {best_rate(tp)}" if tp else "—",
                     fmt_x(r["speedup_tput_vs_best_other"]) if tp else "—",
                     fmt_rate(about["floor_images_per_s"]),
                     floor,
@@ -498,7 +506,6 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    big = max(header["batch_sizes"])
     console.print()
     for line in header_lines(header):
         console.print(line, style="dim", highlight=False, markup=False)
@@ -512,7 +519,7 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
             console.print(escape(title), style="bold red" if about.get("error") else None, highlight=False)
             continue
         t = Table(title=escape(title), title_justify="left", header_style="bold")
-        for col in ["contender", "b1 p50", f"img/s b{big}", "×Keras", "×fastest other", "vs float64", "agrees"]:
+        for col in ["contender", "b1 p50", "img/s best", "×Keras", "×fastest other", "vs float64", "agrees"]:
             t.add_column(col, justify="left" if col in ("contender", "agrees", "×fastest other") else "right")
         for r in rows:
             if r["status"] == "failed":
@@ -522,7 +529,7 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
             t.add_row(
                 r["contender"],
                 fmt_time(r["b1_p50_s"]),
-                fmt_rate(r.get(f"tput_b{big}")),
+                best_rate(r),
                 fmt_x(r["speedup_b1_vs_keras"]),
                 other_text(r, "b1"),
                 fmt_units(r),
@@ -535,8 +542,9 @@ def print_tables(console, header: dict, results: list[dict]) -> None:
         if about.get("float64_error"):
             console.print(f"no float64 column: {about['float64_error']}", style="yellow", highlight=False, markup=False)
     console.print(
-        f"b1 p50: median time per image at batch 1; img/s: images per second at batch {big}, median over "
-        f"rounds; {RATIO_LEGEND}; agrees: same argmax as the reference ({reference_label(header)}) on all "
+        "b1 p50: median time per image at batch 1; img/s best: images per second at the row's best batch "
+        f"(of {', '.join(map(str, header['batch_sizes']))}), median over rounds; {RATIO_LEGEND}; "
+        f"agrees: same argmax as the reference ({reference_label(header)}) on all "
         f"{header['images']} digits but ties (top two within 2e-5); {EXACTNESS_LEGEND}. Every column (p90, "
         "p99, each batch size, CPU use, load, first call, memory, max |Δp|): README-table.md, results.csv.",
         style="dim",
