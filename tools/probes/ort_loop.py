@@ -10,7 +10,8 @@ time per image and throughput, and ONNX Runtime's time over lenet's: lenet-bench
         [--bench results.json]
 
 With ``--bench``, also the same ratios from a lenet-bench run's results.json (its
-``lenet-cpu`` and ``onnxruntime`` rows of that model) and how far they are from this loop's.
+``lenet-cpu`` and ``onnxruntime`` rows of that model, each at its best round as lenet-bench's
+ratios are) and how far they are from this loop's.
 """
 
 from __future__ import annotations
@@ -81,13 +82,16 @@ def main() -> None:
         cpu, ort_row = mine.get("lenet-cpu"), mine.get("onnxruntime")
         if not (cpu and ort_row):
             raise SystemExit(f"{args.bench}: no lenet-cpu and onnxruntime rows for {args.model}")
+
+        # lenet-bench's ratios are on each row's best round (rows.speedups): the same here.
+        def best_round(row, batch):
+            return next((s["best_round_s"] for s in row["series"] if s["batch"] == batch), None)
+
         for batch, ratio in found.items():
-            if batch == 1:
-                bench = ort_row["b1_p50_s"] / cpu["b1_p50_s"]
-            elif cpu.get(f"tput_b{batch}") and ort_row.get(f"tput_b{batch}"):
-                bench = cpu[f"tput_b{batch}"] / ort_row[f"tput_b{batch}"]
-            else:
+            mine, theirs = best_round(cpu, batch), best_round(ort_row, batch)
+            if not (mine and theirs):
                 continue
+            bench = theirs / mine
             print(f"batch {batch:5d}: lenet-bench {bench:.2f}, this loop {ratio:.2f}: {bench / ratio - 1:+.0%}")
 
 

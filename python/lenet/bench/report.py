@@ -322,7 +322,8 @@ def markdown(header: dict, results: list[dict]) -> str:
         f"lenet-bench on {m['cpu']} ({m['isa']}, lenet's kernels {m.get('lenet_kernels', '?')}, "
         f"{m['cores']} cores, {m['threads']} threads, "
         f"{m['gpu'] or 'no GPU'}), {m['date'][:10]}. {header['images']} MNIST digits, same weights and "
-        f"array for all; median of {header['rounds']} interleaved rounds; "
+        f"array for all; {header['rounds']} interleaved rounds (b1 best, img/s best and the ratios: each row's "
+        "best round; p50, p99 over every call; img/s per batch: the median round); "
         f"load average {_load(m)}; {reference_line(header)}.",
         "",
         "| model | contender | b1 best | b1 p50 | b1 p99 | "
