@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,13 @@ def test_a_contender_wrong_only_when_timed_disagrees(tmp_path):
         assert r["agree"] is (not wrong), r
         assert ("DISAGREES" in r["flags"]) is wrong, r
         assert (r["timed_error"] is not None) is wrong, r
+
+
+def test_lenet_cpp_skips_a_model_the_harness_cannot_load_and_says_why(tmp_path):
+    """The C++ harness loads .lenet files; a tf2onnx export (NHWC images, an NCHW graph) has
+    none: its lenet-cpp row is skipped with that reason, not failed."""
+    from lenet.bench.registry import Unavailable
+
+    onnx = Path(__file__).resolve().parents[1] / "data" / "onnx" / "tf2onnx_nhwc.onnx"
+    with pytest.raises(Unavailable, match=re.escape("the C++ harness loads .lenet files, and this model has none")):
+        Harness("lenet-cpp", Ctx(onnx, 1), None, [1], tmp_path, {})

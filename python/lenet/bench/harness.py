@@ -46,7 +46,10 @@ class Harness:
         self._tmp = Path(tmp if tmp is not None else self._own_tmp.name)
         model = self._tmp / f"{name}.lenet"
         engine = lenet.Engine(ctx.weights, device="cpu", threads=1)
-        engine.save(model)
+        try:
+            engine.save(model)
+        except lenet.UnsupportedModelError as e:  # the harness reads .lenet files only
+            raise registry.Unavailable(f"the C++ harness loads .lenet files, and this model has none: {e}") from e
         self.classes = int(np.prod(engine.output_shape[1:]))
         self._child = Child(
             name,
