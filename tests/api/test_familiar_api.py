@@ -165,6 +165,11 @@ class _DeviceTensor:
         raise TypeError("can't convert cuda:0 device type tensor to numpy")
 
 
+class _GradTensor:  # what torch raises for a tensor that requires grad (issue 76)
+    def __array__(self, dtype=None, copy=None):
+        raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+
+
 def test_array_likes_bytes_like_and_paths(engine, digit):
     want = engine.infer(digit)
     assert engine.infer(_ArrayLike(digit)) == want
@@ -173,10 +178,31 @@ def test_array_likes_bytes_like_and_paths(engine, digit):
     assert engine.predict(_ArrayLike(digit[None, :, :, None] / 255.0)).shape == (1, 10)
     with pytest.raises(lenet.InputError, match="copy it to the host"):
         engine.infer(_DeviceTensor())
+    with pytest.raises(lenet.InputError, match=r"detach it from autograd first \(tensor.detach\(\)"):
+        engine.infer(_GradTensor())
     data = EXAMPLES[7].read_bytes()
     assert engine.infer(bytearray(data)).probabilities.tobytes() == engine.infer(data).probabilities.tobytes()
     assert engine.infer(memoryview(data)).digit == 7
     assert engine.infer(pathlib.Path(EXAMPLES[7])).digit == 7
+
+
+def test_a_pytorch_checkpoint_is_named_and_the_way_to_onnx_given(tmp_path):
+    """Issue 76: a .pt file (torch.save's zip of pickles) got "a zip file but not a Keras .keras
+    file"; it is named for what it is, with the export that lenet reads."""
+    import zipfile
+
+    for member in ("model/data.pkl", "archive/constants.pkl"):
+        path = tmp_path / "model.pt"
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr(member, b"\x80\x04N.")
+            z.writestr(member.split("/")[0] + "/version", b"3\n")
+        with pytest.raises(lenet.ModelFileError, match=r"a PyTorch checkpoint .*torch\.onnx\.export"):
+            lenet.Engine(path)
+    plain = tmp_path / "other.keras"
+    with zipfile.ZipFile(plain, "w") as z:
+        z.writestr("readme.txt", b"hello")
+    with pytest.raises(lenet.ModelFileError, match="a zip file but not a Keras .keras file"):
+        lenet.Engine(plain)
 
 
 def test_torch_cpu_tensors():

@@ -145,9 +145,14 @@ def as_array(item: Any, label: str) -> Optional[np.ndarray]:
         try:
             return np.asarray(item)
         except Exception as e:  # a GPU tensor (torch, CuPy) refuses an implicit copy to the host
+            # torch also refuses a tensor that requires grad: the fix there is detach(), not cpu()
+            fix = (
+                "detach it from autograd first (tensor.detach(), or infer under torch.no_grad())"
+                if "requires grad" in str(e)
+                else "copy it to the host first (e.g. tensor.cpu(), cupy.asnumpy)"
+            )
             raise InputError(
-                f"{label}: cannot read a {type(item).__name__} as a NumPy array ({type(e).__name__}: "
-                f"{e}); copy it to the host first (e.g. tensor.cpu(), cupy.asnumpy)"
+                f"{label}: cannot read a {type(item).__name__} as a NumPy array ({type(e).__name__}: {e}); {fix}"
             ) from None
     return None
 

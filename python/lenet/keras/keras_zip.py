@@ -26,6 +26,13 @@ def read(src: Path, where: str) -> tuple[Any, str, io.BytesIO]:
         with z:
             names = set(z.namelist())
             if "config.json" not in names:
+                if any(n.endswith(("/data.pkl", "/constants.pkl")) for n in names):
+                    # torch.save's and torch.jit.save's zip: pickled Python objects, no graph lenet reads
+                    raise ModelFileError(
+                        f"{where}: a PyTorch checkpoint (torch.save or TorchScript), which lenet cannot read: "
+                        "export the model to ONNX (torch.onnx.export(model, (example_input,), 'model.onnx')) "
+                        "and load that file"
+                    )
                 raise ModelFileError(f"{where}: a zip file but not a Keras .keras file (no config.json)")
             if "model.weights.h5" not in names:
                 extra = " (sharded weights are not supported)" if "model.weights.json" in names else ""
