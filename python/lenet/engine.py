@@ -191,7 +191,7 @@ class Engine:
 
     def summary_text(self) -> str:
         """The text ``summary`` prints."""
-        head = [self.model.summary_text(), f"device: {self._executor.description}"]
+        head = [self.model.summary_text(self.preprocessing), f"device: {self._executor.description}"]
         return "\n".join(head + describe_lines(self.describe()))
 
     def describe(self) -> dict:

@@ -148,13 +148,14 @@ class Model:
         receives the whole text, e.g. ``lines.append``)."""
         (print_fn or print)(self.summary_text())
 
-    def summary_text(self) -> str:
-        """The text ``summary`` prints."""
+    def summary_text(self, preprocessing: Optional[Preprocessing] = None) -> str:
+        """The text ``summary`` prints; ``preprocessing``: the one in use where it is not the
+        file's (an Engine made with ``mean=``/``std=``)."""
         rows = self._network.layers()
         lines = [
             f"Model {self.spec.name or '?'} from {self.source}",
             f"input {self.input_shape}{', channels_first' if self.channels_first else ''}, "
-            f"pixels: {self.preprocessing}",
+            f"pixels: {preprocessing or self.preprocessing}",
         ]
         width = max([len(f"{n} ({c})") for n, c, _, _ in rows] + [10])
         lines.append(f"{'layer':<{width}}  {'output shape':<20}{'params':>10}")

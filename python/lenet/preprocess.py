@@ -116,10 +116,18 @@ def resolve(
     # As the float32s the core prepares pixels with (the .lenet reader's check): a std that
     # is 0 as a float32, or a scale that overflows a pixel, would fail every call instead.
     n = max(len(out.mean), len(out.std))
-    mean, std = ([v[0]] * n if len(v) == 1 else list(v) for v in (out.mean, out.std))
-    problem = _core.preparation_problem(out.scale, mean, std)
+    means, stds = ([v[0]] * n if len(v) == 1 else list(v) for v in (out.mean, out.std))
+    problem = _core.preparation_problem(out.scale, means, stds)
     if problem:
         raise InputError(f"input_scale, mean and std: {problem}")
+    # One without the other (issue 76): std used to default to 1 silently, a normalization
+    # half applied. A Normalize transform always has both.
+    if (mean is None) != (std is None):
+        given, missing = ("mean", "std") if std is None else ("std", "mean")
+        raise InputError(
+            f"{given}=... given without {missing}=...: give both, as a Normalize transform has them (PyTorch's MNIST "
+            f"examples: mean=0.1307, std=0.3081); {'std=1' if missing == 'std' else 'mean=0'} applies none"
+        )
     return out
 
 

@@ -848,6 +848,16 @@ def test_messages_name_the_flags(tmp_path):
     assert as_flags("device='cuda' requested; give the architecture with arch=...") == (
         "--device cuda requested; give the architecture with --arch"
     )
+    assert as_flags("e.g. mean=0.1307, std=0.3081; std=1 applies none; threads=-2, input_scale=1e-3") == (
+        "e.g. --mean 0.1307, --std 0.3081; --std 1 applies none; --threads -2, --input-scale 1e-3"
+    )
+
+
+def test_mean_without_std_is_refused_with_both_named():
+    """Issue 76: --mean alone used to take std = 1 in silence, half a normalization."""
+    out = cli("--mean", "0.1307", EXAMPLES[0])
+    assert out.returncode == 2
+    assert "--mean given without --std: give both" in out.stderr and "--mean 0.1307, --std 0.3081" in out.stderr
 
 
 def test_several_images_on_standard_input_are_all_read(tmp_path):

@@ -226,11 +226,23 @@ def test_the_file_records_its_preprocessing_and_the_user_overrides_it(tmp_path):
         ({"input_scale": 0}, "the input scale is 0, not a number above 0"),
         ({"input_scale": -1}, "the input scale is -1, not a number above 0"),
         ({"input_scale": 1e38}, "pixel value 4 of channel 0 would become inf"),
+        # one without the other: std used to default to 1 silently (issue 76)
+        ({"mean": 0.1307}, "mean=... given without std=...: give both"),
+        ({"std": 0.3081}, "std=... given without mean=...: give both"),
     ],
 )
 def test_bad_preprocessing_is_an_input_error(options, match):
     with pytest.raises(lenet.InputError, match=match):
         lenet.Engine(DATA / "mlp.onnx", device="cpu", **options)
+
+
+def test_the_summary_prints_the_preprocessing_in_use():
+    """Issue 76: summary() printed the file's preprocessing where Engine(mean=, std=) replaced it."""
+    plain = lenet.Engine(DATA / "mlp.onnx", device="cpu")
+    normalized = lenet.Engine(DATA / "mlp.onnx", device="cpu", mean=0.1307, std=0.3081)
+    assert f"pixels: {plain.preprocessing}" in plain.summary_text()
+    assert "pixels: (x * 0.00392157 - 0.1307) / 0.3081" in normalized.summary_text()
+    assert str(normalized.preprocessing) != str(plain.preprocessing)
 
 
 def test_per_channel_preprocessing_on_a_three_channel_model():

@@ -272,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
 
 # The Engine's keyword arguments, as the library's messages name them, and the flags that
 # set them here: a message the command prints names what its user types.
-_KEYWORD = re.compile(r"(?<![\w-])(arch|input_scale|mean|std|device|threads)=(?:\.\.\.)?(?:'(\w+)')?")
+_KEYWORD = re.compile(
+    r"(?<![\w-])(arch|input_scale|mean|std|device|threads)=(?:\.\.\.)?(?:'(\w+)'|(-?\d[\d.]*(?:e[-+]?\d+)?))?"
+)
 
 
 def as_flags(message: str) -> str:
@@ -280,7 +282,8 @@ def as_flags(message: str) -> str:
 
     def flag(m: re.Match) -> str:
         name = "--" + m.group(1).replace("_", "-")
-        return f"{name} {m.group(2)}" if m.group(2) else name
+        value = m.group(2) or m.group(3)  # a quoted word or a number
+        return f"{name} {value}" if value else name
 
     return _KEYWORD.sub(flag, message)
 
